@@ -1,0 +1,182 @@
+package internet
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"surflare-watchdog/src/lab"
+	"surflare-watchdog/src/lab/fakes"
+)
+
+// handshakeTimeout bounds reading a CONNECT line from a client.
+const handshakeTimeout = 10 * time.Second
+
+// handleRelay serves one tunnel at relay r: it forwards the CONNECT line to
+// the named exit from the relay's own address and relays the answer.
+func (s *Servers) handleRelay(ctx context.Context, r lab.Relay, c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	line, err := fakes.ReadLine(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	f := s.cfg.Faults.Current()
+	if f.IsNodeDown(r.Name) {
+		fakes.Reset(c)
+		return
+	}
+	exit, dst, err := fakes.ParseConnect(line)
+	if err != nil {
+		refuse(c, err.Error())
+		return
+	}
+	if !sleepCtx(ctx, f.Latency(r.Name)) {
+		c.Close()
+		return
+	}
+	exitAddr, ok := s.exitAddr(exit)
+	if !ok {
+		refuse(c, "unknown exit "+exit)
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	defer cancel()
+	up, err := fakes.DialTunnel(dctx, dialerFrom(r.Addr, exitAddr.Addr()).DialContext, exitAddr.String(), exit, dst)
+	if err != nil {
+		var te *fakes.TunnelError
+		if errors.As(err, &te) {
+			refuse(c, te.Reason)
+		} else {
+			refuse(c, fmt.Sprintf("exit %s: %v", exit, shortErr(err)))
+		}
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err != nil {
+		c.Close()
+		up.Close()
+		return
+	}
+	fakes.Pipe(ctx, c, up, s.chunkDelay(ctx, r.Name))
+}
+
+// exitAddr resolves an exit by node name or literal "addr:port".
+func (s *Servers) exitAddr(exit string) (netip.AddrPort, bool) {
+	for _, n := range s.cfg.Nodes {
+		if n.Name == exit {
+			return netip.AddrPortFrom(n.Addr, s.cfg.ExitPort), true
+		}
+	}
+	ap, err := netip.ParseAddrPort(exit)
+	return ap, err == nil
+}
+
+// handleExit serves one tunnel at exit n: it dials the destination from the
+// exit's own address (so echo hosts report the exit), or plays a dead or
+// 503-ing node when a fault says so.
+func (s *Servers) handleExit(ctx context.Context, n lab.Node, c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	line, err := fakes.ReadLine(c)
+	if err != nil {
+		c.Close()
+		return
+	}
+	f := s.cfg.Faults.Current()
+	if f.IsNodeDown(n.Name) {
+		fakes.Reset(c)
+		return
+	}
+	_, dst, err := fakes.ParseConnect(line)
+	if err != nil {
+		refuse(c, err.Error())
+		return
+	}
+	if !sleepCtx(ctx, f.Latency(n.Name)) {
+		c.Close()
+		return
+	}
+	if f.Is503(n.Name) {
+		c.SetReadDeadline(time.Time{})
+		if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err == nil {
+			serve503(c)
+		}
+		c.Close()
+		return
+	}
+	dstAP, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		refuse(c, "destination must be addr:port, got "+dst)
+		return
+	}
+	d := dialerFrom(n.Addr, dstAP.Addr())
+	d.Timeout = s.cfg.DialTimeout
+	up, err := d.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		refuse(c, shortErr(err))
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err != nil {
+		c.Close()
+		up.Close()
+		return
+	}
+	fakes.Pipe(ctx, c, up, s.chunkDelay(ctx, n.Name))
+}
+
+// serve503 answers every HTTP request on c with 503 until the client stops.
+func serve503(c net.Conn) {
+	br := bufio.NewReader(c)
+	for {
+		c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		req.Body.Close()
+		body := "503 Service Unavailable\n"
+		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		if req.Close {
+			return
+		}
+	}
+}
+
+// chunkDelay returns the per-chunk delay for name: half its latency fault in
+// each direction, re-read for every chunk so changes apply to live tunnels.
+func (s *Servers) chunkDelay(ctx context.Context, name string) func() {
+	return func() { sleepCtx(ctx, s.cfg.Faults.Current().Latency(name)/2) }
+}
+
+// dialerFrom binds the local address to from when the families match.
+func dialerFrom(from, to netip.Addr) *net.Dialer {
+	d := &net.Dialer{}
+	if from.Is4() == to.Is4() {
+		d.LocalAddr = &net.TCPAddr{IP: from.AsSlice()}
+	}
+	return d
+}
+
+func refuse(c net.Conn, reason string) {
+	reason = strings.ReplaceAll(reason, "\n", " ")
+	io.WriteString(c, fakes.ReplyErr+" "+reason+"\n")
+	c.Close()
+}
+
+// shortErr drops the "dial tcp a->b:" noise but keeps the cause.
+func shortErr(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err.Error()
+	}
+	return err.Error()
+}

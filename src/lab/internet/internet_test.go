@@ -31,7 +31,9 @@ type world struct {
 	base   [3]byte
 }
 
-func (w *world) addr(n byte) netip.Addr { return netip.AddrFrom4([4]byte{w.base[0], w.base[1], w.base[2], n}) }
+func (w *world) addr(n byte) netip.Addr {
+	return netip.AddrFrom4([4]byte{w.base[0], w.base[1], w.base[2], n})
+}
 
 // setFaults writes faults.json; the world's watcher clock advances a second
 // on every read, so the next request sees the change.
@@ -64,9 +66,11 @@ func startWorld(t *testing.T) *world {
 		DoH:         []netip.Addr{w.addr(51)},
 		Zone:        Zone{"*.foreign.lab": {w.addr(32)}, "ipv6.lab": {lab.Internet6}},
 		DialTimeout: 2 * time.Second,
-		CountryOf:   func(a netip.Addr) string { return map[bool]string{true: "US", false: "ZZ"}[a.As4()[3] >= 11 && a.As4()[3] <= 16] },
-		Faults:      fakes.NewWatcher(w.labDir, clock),
-		Now:         time.Now,
+		CountryOf: func(a netip.Addr) string {
+			return map[bool]string{true: "US", false: "ZZ"}[a.As4()[3] >= 11 && a.As4()[3] <= 16]
+		},
+		Faults: fakes.NewWatcher(w.labDir, clock),
+		Now:    time.Now,
 	}
 	for i, name := range []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"} {
 		w.cfg.Nodes = append(w.cfg.Nodes, lab.Node{Name: name, Addr: w.addr(byte(11 + i)), Country: "US"})

@@ -1,0 +1,316 @@
+package uci
+
+import "strings"
+
+// Parse parses a UCI file in strict mode, as uci does by default: the
+// first syntax error stops it. name is the package name; on error it
+// returns *ParseError.
+func Parse(name string, data []byte) (*Config, error) {
+	return parse(name, data, true, nil)
+}
+
+// ParseNonStrict parses like `uci -S`: a statement with an error is
+// skipped (the rest of its line is dropped) and parsing goes on. It returns
+// what was parsed and every error in file order.
+func ParseNonStrict(name string, data []byte) (*Config, []*ParseError) {
+	var errs []*ParseError
+	c, _ := parse(name, data, false, func(e *ParseError) { errs = append(errs, e) })
+	return c, errs
+}
+
+// parser turns statements into a Config, with libuci's rules for merging
+// repeated sections and options.
+type parser struct {
+	lex     *lexer
+	cfg     *Config
+	section *Section
+	strict  bool
+	line    int // physical line where the current statement line starts
+}
+
+// parse runs the statement loop. onError sees every parse error; in strict
+// mode the first one is also returned.
+func parse(name string, data []byte, strict bool, onError func(*ParseError)) (*Config, error) {
+	p := &parser{lex: newLexer(data), cfg: &Config{Name: name}, strict: strict}
+	for !p.lex.eof {
+		p.lex.pos = 0
+		p.line = p.lex.line + 1
+		p.lex.getln(0)
+		if p.lex.at(0) == 0 {
+			continue
+		}
+		if err := p.parseLine(); err != nil {
+			err.File = name
+			if onError != nil {
+				onError(err)
+			}
+			if strict {
+				return nil, err
+			}
+		}
+	}
+	return p.cfg, nil
+}
+
+// parseLine parses one buffered line, which may hold several statements
+// separated by ';'.
+func (p *parser) parseLine() (perr *ParseError) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(*parseFailure)
+			if !ok {
+				panic(r)
+			}
+			perr = &ParseError{Line: f.line, Byte: f.byte, Msg: f.msg}
+		}
+	}()
+	l := p.lex
+	l.skipWhitespace()
+	for {
+		word, ok := l.strtok()
+		if !ok {
+			return nil
+		}
+		switch {
+		case word[0] == '#':
+			return nil
+		case word == "p" || word == "package":
+			p.parsePackage()
+		case word == "c" || word == "config":
+			p.parseConfig()
+		case word == "o" || word == "option":
+			p.parseOption(false)
+		case word == "l" || word == "list":
+			p.parseOption(true)
+		default:
+			l.fail("invalid command")
+		}
+	}
+}
+
+// parsePackage checks a `package NAME` line; inside a config file the
+// name is ignored (the file name wins).
+func (p *parser) parsePackage() {
+	l := p.lex
+	if !l.increasePos(l.strlenFromPos() + 1) {
+		l.fail("package without name")
+	}
+	l.nextArg(true, true, true)
+	p.assertEOL()
+}
+
+func (p *parser) assertEOL() {
+	l := p.lex
+	l.skipWhitespace()
+	v := l.nextArg(false, false, false)
+	if l.at(v) != 0 && p.strict {
+		l.fail("too many arguments")
+	}
+}
+
+func (p *parser) parseConfig() {
+	l := p.lex
+	if !l.increasePos(l.strlenFromPos() + 1) {
+		l.fail("config without name")
+	}
+	ofsType := l.nextArg(true, false, false)
+	if !isType(l.cstr(ofsType)) {
+		l.fail("invalid character in type field")
+	}
+	ofsName := l.nextArg(false, true, false)
+	p.assertEOL()
+	typ, name := l.cstr(ofsType), l.cstr(ofsName)
+
+	if name == "" {
+		p.section = p.cfg.addSection(typ)
+		p.section.Line = p.line
+		return
+	}
+	s := p.cfg.findSection(name)
+	if s != nil && p.strict && s.Type != typ {
+		l.fail("section of different type overwrites prior section with same name")
+	}
+	if s == nil {
+		s = p.cfg.newSection(typ, name, -1)
+		s.Line = p.line
+	} else {
+		s.Type = typ
+	}
+	p.section = s
+}
+
+func (p *parser) parseOption(list bool) {
+	l := p.lex
+	if p.section == nil {
+		l.fail("option/list command found before the first section")
+	}
+	if !l.increasePos(l.strlenFromPos() + 1) {
+		l.fail("option without name")
+	}
+	ofsName := l.nextArg(true, true, false)
+	ofsValue := l.nextArg(false, false, false)
+	p.assertEOL()
+	name, value := l.cstr(ofsName), l.cstr(ofsValue)
+
+	var o *Option
+	if list {
+		o = p.section.addListItem(name, value)
+	} else {
+		// An empty value in a file is not a deletion: libuci's parser
+		// calls uci_set without a completed lookup, which is a no-op.
+		if value == "" {
+			return
+		}
+		o = p.section.setOption(name, value)
+	}
+	o.Line = p.line
+}
+
+// findSection is the plain-name lookup (first match) libuci uses.
+func (c *Config) findSection(name string) *Section {
+	for _, s := range c.Sections {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// newSection allocates a named section after index at (-1: at the end)
+// and counts it.
+func (c *Config) newSection(typ, name string, at int) *Section {
+	c.created++
+	s := &Section{Name: name, Type: typ}
+	if at < 0 || at >= len(c.Sections) {
+		c.Sections = append(c.Sections, s)
+	} else {
+		c.Sections = append(c.Sections[:at+1], append([]*Section{s}, c.Sections[at+1:]...)...)
+	}
+	return s
+}
+
+// addSection appends an anonymous section with a generated name.
+func (c *Config) addSection(typ string) *Section {
+	s := c.newSection(typ, "", -1)
+	s.Anonymous = true
+	s.Name = anonName(c.created, typ)
+	return s
+}
+
+// setOption sets a single value, replacing an option or list of the same
+// name in its position, or appending a new option. The value must be
+// non-empty.
+func (s *Section) setOption(name, value string) *Option {
+	if o := s.Option(name); o != nil {
+		o.List = false
+		o.Values = []string{value}
+		return o
+	}
+	o := &Option{Name: name, Values: []string{value}}
+	s.Options = append(s.Options, o)
+	return o
+}
+
+// addListItem appends a list item; an existing single option becomes a
+// list holding its old value first.
+func (s *Section) addListItem(name, value string) *Option {
+	o := s.Option(name)
+	if o == nil {
+		o = &Option{Name: name, List: true}
+		s.Options = append(s.Options, o)
+	} else if !o.List {
+		o.List = true
+	}
+	o.Values = append(o.Values, value)
+	return o
+}
+
+// lookupExtended resolves "@type[index]" (type may be empty for any type,
+// a negative index counts from the end), as uci_lookup_ext_section does.
+// A malformed reference is an error; an index out of range gives nil.
+func (c *Config) lookupExtended(ref string) (*Section, error) {
+	if !strings.HasPrefix(ref, "@") {
+		return nil, errInval
+	}
+	rest := ref[1:]
+	lb := strings.IndexByte(rest, '[')
+	if lb < 0 {
+		return nil, errInval
+	}
+	typ, idxstr := rest[:lb], rest[lb+1:]
+	rb := strings.IndexByte(idxstr, ']')
+	if rb < 0 || rb != len(idxstr)-1 {
+		return nil, errInval
+	}
+	idx, ok := cStrtol(idxstr[:rb])
+	if !ok {
+		return nil, errInval
+	}
+	if typ != "" && !isType(typ) {
+		return nil, errInval
+	}
+	match := func(s *Section) bool { return typ == "" || s.Type == typ }
+	if idx < 0 {
+		n := 0
+		for _, s := range c.Sections {
+			if match(s) {
+				n++
+			}
+		}
+		idx += n
+	}
+	n := 0
+	for _, s := range c.Sections {
+		if !match(s) {
+			continue
+		}
+		if n == idx {
+			return s, nil
+		}
+		n++
+	}
+	return nil, nil
+}
+
+// cStrtol parses like C `(int)strtol(s, &end, 10)` followed by a check
+// that end is at the end of s: leading whitespace and a sign are allowed,
+// an empty string is 0, overflow saturates, the result wraps to 32 bits.
+func cStrtol(s string) (int, bool) {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	start := i
+	var v int64
+	over := false
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		if v > (1<<63-1-int64(s[i]-'0'))/10 {
+			over = true
+		} else {
+			v = v*10 + int64(s[i]-'0')
+		}
+		i++
+	}
+	if i == start {
+		// No digits: strtol leaves end at the start of the string.
+		return 0, s == ""
+	}
+	if i != len(s) {
+		return 0, false
+	}
+	if over {
+		if neg {
+			return int(int32(0)), true // LONG_MIN truncated to int is 0
+		}
+		return int(int32(-1)), true // LONG_MAX truncated to int is -1
+	}
+	if neg {
+		v = -v
+	}
+	return int(int32(v)), true
+}

@@ -16,7 +16,7 @@ type ExportOptions struct {
 
 // Export writes c in uci's canonical form: every section preceded by an
 // empty line, one TAB before option/list, values in single quotes with ' as
-// '\'', and a final empty line.
+// '\”, and a final empty line.
 func Export(w io.Writer, c *Config, opt ExportOptions) error {
 	bw := bufio.NewWriter(w)
 	if opt.Header {
@@ -53,7 +53,7 @@ func (c *Config) Bytes() []byte {
 	return []byte(sb.String())
 }
 
-// escape replaces ' with '\'' so the text can sit inside single quotes.
+// escape replaces ' with '\” so the text can sit inside single quotes.
 func escape(s string) string {
 	return strings.ReplaceAll(s, "'", `'\''`)
 }

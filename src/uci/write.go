@@ -15,8 +15,8 @@ type ExportOptions struct {
 }
 
 // Export writes c in uci's canonical form: every section preceded by an
-// empty line, one TAB before option/list, values in single quotes with ' as
-// '\”, and a final empty line.
+// empty line, one TAB before option/list, values in single quotes (a quote
+// inside is closed, backslash-escaped and reopened), and a final empty line.
 func Export(w io.Writer, c *Config, opt ExportOptions) error {
 	bw := bufio.NewWriter(w)
 	if opt.Header {

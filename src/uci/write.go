@@ -53,7 +53,8 @@ func (c *Config) Bytes() []byte {
 	return []byte(sb.String())
 }
 
-// escape replaces ' with '\” so the text can sit inside single quotes.
+// escape rewrites each single quote as quote, backslash, quote, quote, so
+// the text can sit inside single quotes.
 func escape(s string) string {
 	return strings.ReplaceAll(s, "'", `'\''`)
 }

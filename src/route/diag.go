@@ -1,0 +1,72 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// TCP states as sock_diag reports them (include/net/tcp_states.h).
+const (
+	tcpEstablished = 1
+	tcpListen      = 10
+)
+
+// Socket is one TCP socket seen through sock_diag.
+type Socket struct {
+	Local, Remote netip.AddrPort
+	State         uint8
+	Inode         uint32
+	// Info is nil for sockets in TIME_WAIT or SYN_RECV (DESIGN §9).
+	Info *netlink.TCPInfo
+}
+
+// Listening reports whether a TCP socket listens on port (any address, both
+// families). A fwmark rule with no listener behind it is what a killed proxy
+// leaves: marked traffic then hits a closed port.
+func (h *Handle) Listening(ctx context.Context, port uint16) (bool, error) {
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		socks, err := h.h.SocketDiagTCP(fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return false, fmt.Errorf("sock_diag: %w", err)
+		}
+		for _, s := range socks {
+			if s.State == tcpListen && s.ID.SourcePort == port {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// TCPSockets lists established TCP sockets of both families with their
+// tcp_info, for the early detector and the moat diagnostics.
+func (h *Handle) TCPSockets(ctx context.Context) ([]Socket, error) {
+	var out []Socket
+	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		resp, err := h.h.SocketDiagTCPInfo(fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return nil, fmt.Errorf("sock_diag: %w", err)
+		}
+		for _, r := range resp {
+			s := r.InetDiagMsg
+			if s == nil || s.State != tcpEstablished {
+				continue
+			}
+			src, _ := netip.AddrFromSlice(s.ID.Source)
+			dst, _ := netip.AddrFromSlice(s.ID.Destination)
+			out = append(out, Socket{
+				Local:  netip.AddrPortFrom(src.Unmap(), s.ID.SourcePort),
+				Remote: netip.AddrPortFrom(dst.Unmap(), s.ID.DestinationPort),
+				State:  s.State,
+				Inode:  s.INode,
+				Info:   r.TCPInfo,
+			})
+		}
+	}
+	return out, nil
+}

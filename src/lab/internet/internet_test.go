@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"surflare-watchdog/src/lab"
 	"surflare-watchdog/src/lab/fakes"
 )
 
@@ -50,31 +49,7 @@ func startWorld(t *testing.T) *world {
 	var tick atomic.Int64
 	start := time.Now()
 	clock := func() time.Time { return start.Add(time.Duration(tick.Add(1)) * time.Second) }
-	w.cfg = Config{
-		Relays:      []lab.Relay{{Name: "Tokyo", Addr: w.addr(1)}, {Name: "Singapore", Addr: w.addr(2)}},
-		RelayPort:   18443,
-		ExitPort:    18444,
-		HTTPPort:    18080,
-		IPEcho:      []netip.Addr{w.addr(30)},
-		CDNTrace:    []netip.Addr{w.addr(31)},
-		Search:      []netip.Addr{w.addr(32)},
-		AccountAPI:  []netip.Addr{w.addr(40)},
-		DomesticWeb: []netip.Addr{w.addr(41)},
-		DNSPort:     18053,
-		DNS:         []netip.Addr{w.addr(50)},
-		DoHPort:     18054,
-		DoH:         []netip.Addr{w.addr(51)},
-		Zone:        Zone{"*.foreign.lab": {w.addr(32)}, "ipv6.lab": {lab.Internet6}},
-		DialTimeout: 2 * time.Second,
-		CountryOf: func(a netip.Addr) string {
-			return map[bool]string{true: "US", false: "ZZ"}[a.As4()[3] >= 11 && a.As4()[3] <= 16]
-		},
-		Faults: fakes.NewWatcher(w.labDir, clock),
-		Now:    time.Now,
-	}
-	for i, name := range []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"} {
-		w.cfg.Nodes = append(w.cfg.Nodes, lab.Node{Name: name, Addr: w.addr(byte(11 + i)), Country: "US"})
-	}
+	w.cfg = LoopbackConfig(w.addr(0), fakes.NewWatcher(w.labDir, clock))
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Start(ctx, w.cfg)
 	if err != nil {

@@ -11,7 +11,10 @@
 // for a real host.
 package lab
 
-import "net/netip"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Namespace roles; the real names are Prefix + role (e.g. "swl3a-router").
 const (
@@ -132,3 +135,37 @@ const (
 	MarkDirect  = 0xff  // the proxy's own outbound sockets
 	TunnelTable = 100
 )
+
+// ClientAddr6 is LAN client i's IPv6 address: LANClient6 for client 0, then
+// the following addresses (fd00:1::11, …) for the others.
+func ClientAddr6(i int) netip.Addr {
+	a := LANClient6
+	for range i {
+		a = a.Next()
+	}
+	return a
+}
+
+// ClientMAC is LAN client i's fixed, locally administered MAC address, so
+// tests can configure bypass-by-MAC before the lab exists.
+func ClientMAC(i int) string {
+	return fmt.Sprintf("02:5f:1a:00:00:%02x", 0x10+i)
+}
+
+// InternetHosts lists every address the internet namespace answers on:
+// relays, exits, probe targets, the account API, resolvers and the domestic
+// servers (IPv4 and IPv6).
+func InternetHosts() []netip.Addr {
+	var out []netip.Addr
+	for _, r := range Relays {
+		out = append(out, r.Addr)
+	}
+	for _, n := range Nodes {
+		out = append(out, n.Addr)
+	}
+	out = append(out, IPEcho...)
+	out = append(out, CDNTrace...)
+	out = append(out, Search, AccountAPI, ForeignDNS, DoH, Internet6,
+		DomesticWeb, DomesticDNS, DomesticDNSDoT)
+	return out
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"surflare-watchdog/src/lab"
+	"surflare-watchdog/src/lab/fakes"
+)
+
+// proxy is the fake surflare-proxy: a transparent TCP proxy that sends
+// every connection through relay -> exit, plus the urltest loop.
+type proxy struct {
+	relays    []lab.Relay
+	relayPort uint16
+	nodes     []string // urltest candidates
+	node      string   // current exit
+	transit   string   // relay name or fakes.TransitAuto
+
+	faults *fakes.Watcher
+	log    *logFile
+
+	// mark is SO_MARK for outbound sockets (0 = leave unmarked, for root-less tests).
+	mark int
+	// transparent sets IP_TRANSPARENT on the listener so tproxy can deliver to it.
+	transparent bool
+	// origDst is where the client wanted to go; with tproxy that is the
+	// accepted socket's local address.
+	origDst func(net.Conn) netip.AddrPort
+
+	handshakeTimeout time.Duration // whole tunnel set-up
+	relayTimeout     time.Duration // one relay's TCP connect (auto moves on after it)
+	urltestURL       string
+	urltestEvery     time.Duration
+	urltestTimeout   time.Duration
+}
+
+func localAddr(c net.Conn) netip.AddrPort { return addrPort(c.LocalAddr()) }
+
+func addrPort(a net.Addr) netip.AddrPort {
+	ap, _ := netip.ParseAddrPort(a.String())
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// listen opens the proxy's listener at addr.
+func (p *proxy) listen(ctx context.Context, addr string) (net.Listener, error) {
+	lc := net.ListenConfig{}
+	if p.transparent {
+		lc.Control = func(network, address string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+			})
+			return errors.Join(err, serr)
+		}
+	}
+	ln, err := lc.Listen(ctx, "tcp4", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// serve accepts until ctx ends. Running out of descriptors (a loop) does
+// not stop it: it logs at most once a second and keeps trying, like a real
+// proxy under fd exhaustion.
+func (p *proxy) serve(ctx context.Context, ln net.Listener) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	self := addrPort(ln.Addr())
+	var lastLogged time.Time
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if time.Since(lastLogged) > time.Second {
+				lastLogged = time.Now()
+				p.log.Error(rand.Uint32(), 0, "inbound/tproxy[tproxy-in]: "+err.Error())
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.handle(ctx, c, self)
+		}()
+	}
+}
+
+// handle proxies one accepted connection.
+func (p *proxy) handle(ctx context.Context, c net.Conn, self netip.AddrPort) {
+	dst := p.origDst(c)
+	if dst == self || !dst.IsValid() {
+		// Someone connected to the proxy port itself: nothing to proxy.
+		c.Close()
+		return
+	}
+	start := time.Now()
+	f := p.faults.Current()
+	var up net.Conn
+	var err error
+	route := "direct"
+	if f.DomesticExit {
+		d := p.dialer(f)
+		d.Timeout = p.handshakeTimeout
+		up, err = d.DialContext(ctx, "tcp", dst.String())
+	} else {
+		route = p.node + " via " + p.transit
+		up, err = p.openTunnel(ctx, f, p.node, p.transit, dst.String())
+	}
+	if err != nil {
+		p.log.Error(rand.Uint32(), time.Since(start),
+			fmt.Sprintf("connection: open connection to %s using outbound/selector[%s]: %v", dst, route, err))
+		fakes.Reset(c)
+		return
+	}
+	fakes.Pipe(ctx, c, up, nil)
+}
+
+// dialer returns a dialer for the proxy's own outbound sockets: marked
+// 0xff so the policy rules let them out directly, unless the proxy_loop
+// fault drops the mark.
+func (p *proxy) dialer(f fakes.Faults) *net.Dialer {
+	d := &net.Dialer{}
+	if p.mark == 0 || f.ProxyLoop {
+		return d
+	}
+	mark := p.mark
+	d.Control = func(network, address string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, mark)
+		})
+		if serr != nil {
+			return fmt.Errorf("setting SO_MARK %#x: %w", mark, serr)
+		}
+		return err
+	}
+	return d
+}
+
+// openTunnel connects to node through transit. With transit auto it tries
+// the relays in order and uses the first that answers the handshake; a
+// refusal from the exit (ERR) is final, since every relay leads to it.
+func (p *proxy) openTunnel(ctx context.Context, f fakes.Faults, node, transit, dst string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.handshakeTimeout)
+	defer cancel()
+	d := p.dialer(f)
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dctx, cancel := context.WithTimeout(ctx, p.relayTimeout)
+		defer cancel()
+		return d.DialContext(dctx, network, addr)
+	}
+	var errs []error
+	for _, r := range p.relays {
+		if transit != fakes.TransitAuto && transit != r.Name {
+			continue
+		}
+		addr := net.JoinHostPort(r.Addr.String(), strconv.Itoa(int(p.relayPort)))
+		c, err := fakes.DialTunnel(ctx, dial, addr, node, dst)
+		if err == nil {
+			return c, nil
+		}
+		var te *fakes.TunnelError
+		if errors.As(err, &te) || ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("unknown transit %q", transit)
+	}
+	return nil, errors.Join(errs...)
+}

@@ -28,7 +28,7 @@ import (
 
 // Environment overrides, for tests and experiments.
 const (
-	envLabDir = "SURFLARE_LAB_DIR"     // lab directory instead of the one above bin/
+	envLabDir = "SURFLARE_LAB_DIR"      // lab directory instead of the one above bin/
 	envNofile = "SURFLARE_PROXY_NOFILE" // RLIMIT_NOFILE soft limit
 )
 

@@ -54,6 +54,21 @@ func (t BlobmsgType) intRange() (lo, hi int64) {
 	}
 }
 
+// signedRange is the range an integer type holds as a signed number, which
+// is what an argument of another width must fit to be converted.
+func (t BlobmsgType) signedRange() (lo, hi int64) {
+	switch t {
+	case TypeInt8:
+		return math.MinInt8, math.MaxInt8
+	case TypeInt16:
+		return math.MinInt16, math.MaxInt16
+	case TypeInt32:
+		return math.MinInt32, math.MaxInt32
+	default:
+		return math.MinInt64, math.MaxInt64
+	}
+}
+
 // maxDepth bounds table/array nesting on decode so hostile input cannot
 // drive deep recursion; real ubus payloads nest a handful of levels.
 const maxDepth = 64

@@ -241,11 +241,11 @@ type Web struct {
 
 // DNS holds the resolvers the firewall steers DNS to and from.
 type DNS struct {
-	ForeignResolvers   []netip.Addr // reached through the tunnel by the local resolver
-	DoHEndpoints       []netip.Addr // DoH servers the local resolver uses, through the tunnel
-	DomesticUpstreams  []netip.Addr // domestic resolvers, reached directly
-	BlockedDoH         []netip.Addr // DoH servers LAN clients may not reach directly
-	LocalResolverPort  uint16       // where LAN DNS is redirected on the router
+	ForeignResolvers  []netip.Addr // reached through the tunnel by the local resolver
+	DoHEndpoints      []netip.Addr // DoH servers the local resolver uses, through the tunnel
+	DomesticUpstreams []netip.Addr // domestic resolvers, reached directly
+	BlockedDoH        []netip.Addr // DoH servers LAN clients may not reach directly
+	LocalResolverPort uint16       // where LAN DNS is redirected on the router
 }
 
 // Keepalive is the TCP keepalive imposed on tunnel sockets, so dead paths

@@ -338,3 +338,20 @@ func familyName(f nftables.TableFamily) string {
 func isNotExist(err error) bool {
 	return errors.Is(err, unix.ENOENT)
 }
+
+// RouterTables lists the router's nftables tables ("inet surflare", …).
+func (l *Lab) RouterTables() []string {
+	c, err := nftConn(l.ns[RoleRouter])
+	if err != nil {
+		return nil
+	}
+	ts, err := c.ListTables()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, t := range ts {
+		out = append(out, familyName(t.Family)+" "+t.Name)
+	}
+	return out
+}

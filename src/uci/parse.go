@@ -314,3 +314,59 @@ func cStrtol(s string) (int, bool) {
 	}
 	return int(int32(v)), true
 }
+
+// cSscanfInt is C sscanf(s, "%d", &v): n is 1 on success, 0 when the first
+// non-space character is not a number, -1 when there is nothing but space.
+func cSscanfInt(s string) (v int, n int) {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	if i == len(s) {
+		return 0, -1
+	}
+	j := i
+	if s[j] == '+' || s[j] == '-' {
+		j++
+	}
+	k := j
+	for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+		k++
+	}
+	if k == j {
+		return 0, 0
+	}
+	x, _ := cStrtol(s[i:k])
+	return x, 1
+}
+
+// cStrtoulInt is C `(int)strtoul(s, NULL, 10)`: leading digits (after
+// space and a sign), anything after them ignored, a minus negates with
+// unsigned wrap-around, the result truncated to 32 bits.
+func cStrtoulInt(s string) int {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	var v uint64
+	over := false
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		d := uint64(s[i] - '0')
+		if v > (^uint64(0)-d)/10 {
+			over = true
+		} else {
+			v = v*10 + d
+		}
+	}
+	if over {
+		v = ^uint64(0)
+	} else if neg {
+		v = -v
+	}
+	return int(int32(uint32(v)))
+}

@@ -2,6 +2,7 @@ package uci
 
 import (
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -61,10 +62,23 @@ func (r *run) showValue(o *Option, q bool) {
 	r.out.WriteString("\n")
 }
 
-// usage prints uci's help text.
+// usage prints uci's help text to stderr, as uci does.
 func (r *run) usage() {
 	r.out.Flush()
-	fmt.Fprintf(r.errw, "Usage: %s [<options>] <command> [<arguments>]\n\n"+
+	writeUsage(r.errw, r.app)
+}
+
+// Usage writes uci's help text.
+func (c *CLI) Usage(w io.Writer) {
+	app := c.AppName
+	if app == "" {
+		app = "uci"
+	}
+	writeUsage(w, app)
+}
+
+func writeUsage(w io.Writer, app string) {
+	fmt.Fprintf(w, "Usage: %s [<options>] <command> [<arguments>]\n\n"+
 		"Commands:\n"+
 		"\tbatch\n"+
 		"\texport     [<config>]\n"+
@@ -97,7 +111,7 @@ func (r *run) usage() {
 		"\t-s         force strict mode (stop on parser errors, default)\n"+
 		"\t-S         disable strict mode\n"+
 		"\t-X         do not use extended syntax on 'show'\n"+
-		"\n", r.app, DefaultConfDir, DefaultConf2Dir)
+		"\n", app, DefaultConfDir, DefaultConf2Dir)
 }
 
 // option is one parsed command-line flag.

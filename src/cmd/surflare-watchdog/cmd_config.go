@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"surflare-watchdog/src/config"
+)
+
+func init() {
+	register(&command{
+		name:    "config",
+		summary: "check or show the configuration (/etc/config/surflare)",
+		run: func(ctx context.Context, args []string) int {
+			return configMain(args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+const configUsage = `Usage: surflare-watchdog config check|show [flags]
+
+  check   validate the file: print every error and warning with its line;
+          exit 0 when it is valid, 1 when it is not
+  show    print the effective configuration (defaults filled in) as UCI,
+          or as JSON with --json
+
+Run 'surflare-watchdog config check --help' for the flags.
+`
+
+func configMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, configUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, configUsage)
+		return exitOK
+	case "check":
+		return configCheck(args[1:], stdout, stderr)
+	case "show":
+		return configShow(args[1:], stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog config: unknown subcommand %q\n\n%s", args[0], configUsage)
+	return exitUsage
+}
+
+func configCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
+	path := fs.String("config", config.DefaultPath, "the UCI `file` to check")
+	if code, ok := parseFlagsOrUsage(fs, args, "config check [--config FILE]", stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog config check: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
+		return exitUsage
+	}
+	_, warns, err := config.Load(*path)
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d warnings)\n", *path, len(warns))
+	return exitOK
+}
+
+func configShow(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("config show", flag.ContinueOnError)
+	path := fs.String("config", config.DefaultPath, "the UCI `file` to read")
+	asJSON := fs.Bool("json", false, "print JSON keyed by section and option names")
+	if code, ok := parseFlagsOrUsage(fs, args, "config show [--config FILE] [--json]", stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog config show: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
+		return exitUsage
+	}
+	c, warns, err := config.Load(*path)
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		printConfigError(stderr, err)
+		return exitFailure
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "# effective configuration from %s (role auto resolves to %s here)\n",
+		*path, c.Main.Role.Resolve(config.OpenWrtRelease))
+	stdout.Write(config.Format(c))
+	return exitOK
+}
+
+// printConfigError prints a config error: each problem of an ErrorList on
+// its own line, anything else (an unreadable file) as one message.
+func printConfigError(w io.Writer, err error) {
+	var list config.ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(w, e.Error())
+		}
+		plural := "s"
+		if len(list) == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "%d error%s\n", len(list), plural)
+		return
+	}
+	fmt.Fprintf(w, "surflare-watchdog: %v\n", err)
+}
+
+// parseFlagsOrUsage parses a subcommand's flags. --help prints the usage to
+// stdout (code exitOK); a bad flag prints the problem and the usage to
+// stderr (code exitUsage). ok is false when the caller should return code.
+func parseFlagsOrUsage(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	printUsage := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: surflare-watchdog %s\n\nFlags:\n", synopsis)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout)
+		return exitOK, false
+	case err != nil:
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
+		printUsage(stderr)
+		return exitUsage, false
+	}
+	return 0, true
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/control"
+)
+
+// daemonCommand is a subcommand that only forwards a request to the running
+// daemon over its control socket.
+type daemonCommand struct {
+	name, summary string
+	args          string // synopsis of the positional arguments
+	// request builds the request from the positional arguments; an error
+	// is a usage error.
+	request func(args []string) (control.Request, error)
+}
+
+var daemonCommands = []daemonCommand{
+	{name: "status", summary: "show the daemon's state (node, exit, counters...)",
+		request: noArgs(control.CmdStatus)},
+	{name: "check", summary: "run a health check now and show its result",
+		request: noArgs(control.CmdCheck)},
+	{name: "rotate", summary: "switch to NODE, or to the next candidate", args: "[NODE]",
+		request: func(args []string) (control.Request, error) {
+			switch len(args) {
+			case 0:
+				return control.Request{Cmd: control.CmdRotate}, nil
+			case 1:
+				return control.Request{Cmd: control.CmdRotate, Args: map[string]any{"node": args[0]}}, nil
+			}
+			return control.Request{}, errors.New(`one node at most (quote names with spaces: rotate "Los Angeles")`)
+		}},
+	{name: "reconnect", summary: "reconnect to the current node",
+		request: noArgs(control.CmdReconnect)},
+	{name: "diag", summary: "diagnostic mode on (tables stay, the loop idles) or off", args: "on|off",
+		request: func(args []string) (control.Request, error) {
+			if len(args) == 1 && (args[0] == "on" || args[0] == "off") {
+				return control.Request{Cmd: control.CmdDiag, Args: map[string]any{"on": args[0] == "on"}}, nil
+			}
+			return control.Request{}, errors.New("say on or off")
+		}},
+}
+
+func noArgs(cmd string) func([]string) (control.Request, error) {
+	return func(args []string) (control.Request, error) {
+		if len(args) > 0 {
+			return control.Request{}, fmt.Errorf("unexpected argument %q", args[0])
+		}
+		return control.Request{Cmd: cmd}, nil
+	}
+}
+
+func init() {
+	for _, d := range daemonCommands {
+		register(&command{
+			name:    d.name,
+			summary: d.summary,
+			run: func(ctx context.Context, args []string) int {
+				return d.run(ctx, args, os.Stdout, os.Stderr)
+			},
+		})
+	}
+}
+
+func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(d.name, flag.ContinueOnError)
+	cfgPath := fs.String("config", config.DefaultPath, "UCI `file` whose paths.run_dir locates the daemon")
+	runDir := fs.String("run-dir", "", "the daemon's run `dir` (default: paths.run_dir of --config)")
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
+	synopsis := strings.TrimSpace(d.name + " [--json] [--run-dir DIR] [--config FILE] " + d.args)
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return code
+	}
+	req, err := d.request(fs.Args())
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\nUsage: surflare-watchdog %s\n", d.name, err, synopsis)
+		return exitUsage
+	}
+	if *runDir == "" {
+		*runDir = runDirFromConfig(*cfgPath, stderr)
+	}
+	sock := control.SocketPath(*runDir)
+	resp, err := control.Call(ctx, sock, req)
+	switch {
+	case errors.Is(err, control.ErrNotRunning):
+		fmt.Fprintf(stderr, "surflare-watchdog: daemon not running (no control socket at %s)\n", sock)
+		return exitNoDaemon
+	case ctx.Err() != nil:
+		return exitInterrupted
+	case err != nil:
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, err)
+		return exitFailure
+	case !resp.OK:
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, resp.Err())
+		return exitFailure
+	}
+	if *asJSON {
+		var out bytes.Buffer
+		if len(resp.Data) == 0 || json.Indent(&out, resp.Data, "", "  ") != nil {
+			out.Reset()
+			out.WriteString("null")
+		}
+		fmt.Fprintf(stdout, "%s\n", out.Bytes())
+		return exitOK
+	}
+	if len(resp.Data) == 0 {
+		fmt.Fprintln(stdout, "ok")
+		return exitOK
+	}
+	printSummary(stdout, resp.Data)
+	return exitOK
+}
+
+// runDirFromConfig is paths.run_dir of the config file, or the default when
+// the file is absent (a laptop without UCI) or broken (the daemon keeps its
+// last good config, which most likely still has the default run dir).
+func runDirFromConfig(path string, stderr io.Writer) string {
+	c, _, err := config.Load(path)
+	if err == nil {
+		return c.Paths.RunDir
+	}
+	def := config.Default().Paths.RunDir
+	if !errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "surflare-watchdog: warning: %s does not load (run 'surflare-watchdog config check'); looking for the daemon in %s\n", path, def)
+	}
+	return def
+}
+
+// summaryFirst are the keys a person looks for first in a status answer;
+// everything else follows alphabetically. Unknown keys are shown as they
+// come, so the daemon can grow its status without breaking this.
+var summaryFirst = []string{"state", "node", "transit", "mode", "role", "exit_ip", "exit_country", "uptime", "uptime_s", "since", "message"}
+
+// printSummary renders the daemon's JSON answer for people: one "key: value"
+// a line, nested objects indented, lists of scalars joined.
+func printSummary(w io.Writer, data json.RawMessage) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		fmt.Fprintf(w, "%s\n", data)
+		return
+	}
+	if obj, ok := v.(map[string]any); ok {
+		printObject(w, obj, 0)
+		return
+	}
+	printValue(w, "", v, 0)
+}
+
+func printObject(w io.Writer, obj map[string]any, depth int) {
+	for _, k := range orderedKeys(obj) {
+		printValue(w, k, obj[k], depth)
+	}
+}
+
+func orderedKeys(obj map[string]any) []string {
+	var keys []string
+	first := map[string]bool{}
+	for _, k := range summaryFirst {
+		if _, ok := obj[k]; ok {
+			keys = append(keys, k)
+			first[k] = true
+		}
+	}
+	var rest []string
+	for k := range obj {
+		if !first[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	return append(keys, rest...)
+}
+
+func printValue(w io.Writer, key string, v any, depth int) {
+	indent := strings.Repeat("  ", depth)
+	label := indent
+	if key != "" {
+		label += strings.ReplaceAll(key, "_", " ") + ": "
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		if len(x) == 0 {
+			fmt.Fprintf(w, "%s-\n", label)
+			return
+		}
+		fmt.Fprintf(w, "%s\n", strings.TrimSuffix(label, " "))
+		printObject(w, x, depth+1)
+	case []any:
+		if scalars(x) {
+			parts := make([]string, len(x))
+			for i, e := range x {
+				parts[i] = scalar(e)
+			}
+			if len(parts) == 0 {
+				parts = []string{"-"}
+			}
+			fmt.Fprintf(w, "%s%s\n", label, strings.Join(parts, ", "))
+			return
+		}
+		fmt.Fprintf(w, "%s\n", strings.TrimSuffix(label, " "))
+		for _, e := range x {
+			if obj, ok := e.(map[string]any); ok && scalarObject(obj) {
+				fmt.Fprintf(w, "%s  - %s\n", indent, inline(obj))
+				continue
+			}
+			fmt.Fprintf(w, "%s  -\n", indent)
+			printValue(w, "", e, depth+2)
+		}
+	default:
+		fmt.Fprintf(w, "%s%s\n", label, scalar(x))
+	}
+}
+
+func scalars(list []any) bool {
+	for _, e := range list {
+		switch e.(type) {
+		case map[string]any, []any:
+			return false
+		}
+	}
+	return true
+}
+
+func scalarObject(obj map[string]any) bool {
+	for _, v := range obj {
+		switch v.(type) {
+		case map[string]any, []any:
+			return false
+		}
+	}
+	return true
+}
+
+// inline writes a flat object on one line: "kind=search ok=true rtt_ms=12".
+func inline(obj map[string]any) string {
+	var parts []string
+	for _, k := range orderedKeys(obj) {
+		parts = append(parts, k+"="+scalar(obj[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "-"
+	case string:
+		if x == "" {
+			return `""`
+		}
+		return x
+	case bool:
+		if x {
+			return "yes"
+		}
+		return "no"
+	default:
+		return fmt.Sprint(x)
+	}
+}

@@ -29,9 +29,9 @@ func (f *fakeDaemon) Handle(ctx context.Context, req control.Request) (any, erro
 		return map[string]any{
 			"state": "healthy", "node": "Los Angeles", "transit": "auto",
 			"exit_ip": "198.18.20.2", "exit_country": "US",
-			"counters":   map[string]any{"reconnects": 2, "failures": 0},
-			"last_check": map[string]any{"probes": []any{map[string]any{"kind": "search", "ok": true}}},
-			"candidates": []any{"Dallas", "Los Angeles"},
+			"counters":     map[string]any{"reconnects": 2, "failures": 0},
+			"last_check":   map[string]any{"probes": []any{map[string]any{"kind": "search", "ok": true}}},
+			"candidates":   []any{"Dallas", "Los Angeles"},
 			"future_field": nil,
 		}, nil
 	case control.CmdRotate:

@@ -83,6 +83,9 @@ func (n intValue[T]) set(v []string) error {
 	if err := inRange(x, n.min, n.max, strconv.FormatInt); err != nil {
 		return err
 	}
+	if int64(T(x)) != x { // beyond int on a 32-bit router
+		return fmt.Errorf("%d is too large for this system", x)
+	}
 	*n.p = T(x)
 	return nil
 }

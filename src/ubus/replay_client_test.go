@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
-	"time"
 )
 
 // signatureOfTestServer is what the fixtures' libubus test server announced.
@@ -124,7 +123,7 @@ var clientScenarios = map[string]func(context.Context, *replayEnv, *Conn) error{
 	"send_listen_all.trace": func(ctx context.Context, _ *replayEnv, c *Conn) error {
 		return c.SendEvent(ctx, "surflare.state", Fields{{Name: "state", Value: String("down")}})
 	},
-	"send_listen.listener.trace": listenFor("surflare.state", `{"state":"up","node":"Dallas","count":3}`),
+	"send_listen.listener.trace":     listenFor("surflare.state", `{"state":"up","node":"Dallas","count":3}`),
 	"send_listen_all.listener.trace": listenFor("*", `{"state":"down"}`),
 	"subscribe_notify.subscriber.trace": func(ctx context.Context, _ *replayEnv, c *Conn) error {
 		got := make(chan Notification, 1)
@@ -193,5 +192,4 @@ func TestReplaySubstitutesIDs(t *testing.T) {
 			t.Errorf("message %d carries ids but was not rewritten", i)
 		}
 	}
-	_ = time.Second
 }

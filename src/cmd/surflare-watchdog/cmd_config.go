@@ -52,44 +52,24 @@ func configMain(args []string, stdout, stderr io.Writer) int {
 
 func configCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	path := fs.String("config", config.DefaultPath, "the UCI `file` to check")
-	if code, ok := parseFlagsOrUsage(fs, args, "config check [--config FILE]", stdout, stderr); !ok {
+	c, warns, code := loadConfigFlags(fs, args, "config check [--config FILE]", stdout, stderr)
+	if c == nil {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "surflare-watchdog config check: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
-		return exitUsage
+	fmt.Fprintf(stdout, "%s: valid", fs.Lookup("config").Value)
+	if len(warns) > 0 {
+		fmt.Fprintf(stdout, " (%d warnings)", len(warns))
 	}
-	_, warns, err := config.Load(*path)
-	for _, w := range warns {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	if err != nil {
-		printConfigError(stderr, err)
-		return exitFailure
-	}
-	fmt.Fprintf(stdout, "%s: valid (%d warnings)\n", *path, len(warns))
+	fmt.Fprintln(stdout)
 	return exitOK
 }
 
 func configShow(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("config show", flag.ContinueOnError)
-	path := fs.String("config", config.DefaultPath, "the UCI `file` to read")
 	asJSON := fs.Bool("json", false, "print JSON keyed by section and option names")
-	if code, ok := parseFlagsOrUsage(fs, args, "config show [--config FILE] [--json]", stdout, stderr); !ok {
+	c, _, code := loadConfigFlags(fs, args, "config show [--config FILE] [--json]", stdout, stderr)
+	if c == nil {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "surflare-watchdog config show: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
-		return exitUsage
-	}
-	c, warns, err := config.Load(*path)
-	for _, w := range warns {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
-	if err != nil {
-		printConfigError(stderr, err)
-		return exitFailure
 	}
 	if *asJSON {
 		b, err := json.MarshalIndent(c, "", "  ")
@@ -101,9 +81,31 @@ func configShow(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	fmt.Fprintf(stdout, "# effective configuration from %s (role auto resolves to %s here)\n",
-		*path, c.Main.Role.Resolve(config.OpenWrtRelease))
+		fs.Lookup("config").Value, c.Main.Role.Resolve(config.OpenWrtRelease))
 	stdout.Write(config.Format(c))
 	return exitOK
+}
+
+// loadConfigFlags adds --config to fs, parses args and loads the file,
+// printing warnings and every error. A nil config means return code.
+func loadConfigFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (*config.Config, []config.Warning, int) {
+	path := fs.String("config", config.DefaultPath, "the UCI `file` to read")
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return nil, nil, code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q (use --config FILE)\n", fs.Name(), fs.Arg(0))
+		return nil, nil, exitUsage
+	}
+	c, warns, err := config.Load(*path)
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if err != nil {
+		printConfigError(stderr, err)
+		return nil, warns, exitFailure
+	}
+	return c, warns, exitOK
 }
 
 // printConfigError prints a config error: each problem of an ErrorList on

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,13 +74,16 @@ func Load(path string) (*Config, []Warning, error) {
 // probes as a whole. On error the config is nil and the error is an
 // ErrorList with every problem.
 func Parse(path string, data []byte) (*Config, []Warning, error) {
-	u, err := uci.Parse(filepath.Base(path), data)
-	if err != nil {
-		var pe *uci.ParseError
-		if errors.As(err, &pe) {
-			return nil, nil, ErrorList{{File: path, Line: pe.Line, Msg: "syntax error: " + pe.Msg}}
+	// Non-strict, so every syntax error is reported at once. The values
+	// are not checked then: what follows a broken line may have been
+	// attached to the wrong section, and would only add confusing errors.
+	u, perrs := uci.ParseNonStrict(filepath.Base(path), data)
+	if len(perrs) > 0 {
+		list := make(ErrorList, len(perrs))
+		for i, pe := range perrs {
+			list[i] = Error{File: path, Line: pe.Line, Msg: "syntax error: " + pe.Msg}
 		}
-		return nil, nil, ErrorList{{File: path, Msg: err.Error()}}
+		return nil, nil, list
 	}
 	p := &parser{file: path, cfg: Default(), lines: map[string]int{}, labels: map[string]string{}}
 	p.sections(u)

@@ -412,6 +412,14 @@ func TestSyntaxErrorHasLine(t *testing.T) {
 	}
 }
 
+func TestEverySyntaxErrorReported(t *testing.T) {
+	_, _, err := Parse("f", []byte("config surflare 'main'\n\tvalue a 'b'\n\toption mode 'rule'\n\toption bad-name '1'\n\toption fail_threshold 'x'\n"))
+	want := "f:2: syntax error: invalid command\nf:4: syntax error: invalid character in name field"
+	if err == nil || err.Error() != want {
+		t.Errorf("err:\n%v\nwant:\n%s", err, want)
+	}
+}
+
 func TestProbeOnlyProxyPathIsAnError(t *testing.T) {
 	_, _, err := Parse("f", []byte("config probe 'x'\n\toption kind 'proxy-path'\n\toption url 'http://198.18.30.21/'\n"))
 	if err == nil || err.Error() != "f:1: no probe of kind search, cdn-trace or ip-echo: the tunnel could never be checked" {

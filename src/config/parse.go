@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -88,6 +89,7 @@ func Parse(path string, data []byte) (*Config, []Warning, error) {
 	p := &parser{file: path, cfg: Default(), lines: map[string]int{}, labels: map[string]string{}}
 	p.sections(u)
 	p.validate()
+	slices.SortStableFunc(p.errs, func(a, b Error) int { return a.Line - b.Line })
 	if len(p.errs) > 0 {
 		return nil, p.warns, p.errs
 	}

@@ -357,10 +357,12 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 		`/etc/config/surflare:8: main.lan_interface: "br lan" is not a network interface name`,
 		`/etc/config/surflare:9: main.private: "10.0.0.0/33" is not an address or prefix`,
 		`/etc/config/surflare:11: main.candidate: "Dallas" is listed twice`,
+		`/etc/config/surflare:16: auth.login_backoff_max: must not be less than login_backoff_min (30s)`,
 		`/etc/config/surflare:19: p1.kind: "telepathy" is not one of search, cdn-trace, ip-echo, proxy-path`,
 		`/etc/config/surflare:20: p1.url: "ftp://198.18.30.1/" is not an http:// or https:// URL`,
 		`/etc/config/surflare:22: p2: missing option url`,
 		`/etc/config/surflare:26: b1.mac: "02:00:00:00:00:zz" is not a MAC address (like 00:11:22:33:44:55)`,
+		`/etc/config/surflare:32: b3.mac: 02:00:00:00:00:01 is already bypassed by section at line 29`,
 		`/etc/config/surflare:35: web.port: 70000 is out of range: must be between 1 and 65535`,
 		`/etc/config/surflare:36: web.listen: "198.18.1.300" is not an IP address`,
 		`/etc/config/surflare:39: loghealth.pattern: the pattern needs a named group (?P<transit>...)`,
@@ -368,8 +370,6 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 		`/etc/config/surflare:43: paths.run_dir: "run" is not an absolute path`,
 		`/etc/config/surflare:46: loopguard.ratio: 101 is too large: must be at most 100`,
 		`/etc/config/surflare:48: again: a second "surflare" section (the first is at line 1): merge them`,
-		`/etc/config/surflare:16: auth.login_backoff_max: must not be less than login_backoff_min (30s)`,
-		`/etc/config/surflare:32: b3.mac: 02:00:00:00:00:01 is already bypassed by section at line 29`,
 	}
 	var got []string
 	for _, e := range list {

@@ -36,8 +36,7 @@ type run struct {
 	quiet     bool
 	showExt   bool
 	noCommit  bool
-	perrorOn  bool // -S: print every parse error as it happens
-	exportNm  bool
+	perrorOn  bool   // -S: print every parse error as it happens
 	errorInfo string // libuci's static error_info buffer, quirks included
 }
 
@@ -98,9 +97,9 @@ func (c *CLI) Run(args []string, stdout, stderr io.Writer) int {
 			st.NonStrict = true
 			r.perrorOn = true
 		case 'n':
-			r.exportNm = true
+			st.NameAnonymous = true
 		case 'N':
-			r.exportNm = false
+			st.NameAnonymous = false
 		case 'p':
 			r.addDeltaPath(o.arg)
 		case 'P':
@@ -246,7 +245,7 @@ func (r *run) packageCmdOne(cmd, tuple string) int {
 			return 1
 		}
 	case "export":
-		Export(r.out, p.Config, ExportOptions{Header: true, NameAnonymous: r.exportNm})
+		Export(r.out, p.Config, ExportOptions{Header: true, NameAnonymous: r.store.NameAnonymous})
 	case "show":
 		if !ref.complete {
 			r.perror(ErrNotFound)

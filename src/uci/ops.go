@@ -179,7 +179,7 @@ func (ch *change) set(r *Ref) error {
 		if r.s.Type == r.Value {
 			return nil
 		}
-		r.s.Type = r.Value
+		r.s.changeType(r.Value)
 	}
 	ch.add(Delta{Cmd: CmdChange, Section: r.Section, Option: r.Option, Value: r.Value, HasValue: true})
 	return nil

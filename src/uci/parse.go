@@ -133,8 +133,8 @@ func (p *parser) parseConfig() {
 	if s == nil {
 		s = p.cfg.newSection(typ, name, -1)
 		s.Line = p.line
-	} else {
-		s.Type = typ
+	} else if s.Type != typ {
+		s.changeType(typ)
 	}
 	p.section = s
 }
@@ -187,6 +187,16 @@ func (c *Config) newSection(typ, name string, at int) *Section {
 		c.Sections = append(c.Sections[:at+1], append([]*Section{s}, c.Sections[at+1:]...)...)
 	}
 	return s
+}
+
+// changeType sets a new type. libuci copies a type of the same length in
+// place but reallocates the section for any other length, and the copy is
+// made with the section's name, so an anonymous section becomes named.
+func (s *Section) changeType(typ string) {
+	if len(typ) != len(s.Type) {
+		s.Anonymous = false
+	}
+	s.Type = typ
 }
 
 // addSection appends an anonymous section with a generated name.

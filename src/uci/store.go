@@ -40,6 +40,9 @@ type Store struct {
 	DeltaPaths []string
 	// NonStrict skips statements with errors instead of failing (uci -S).
 	NonStrict bool
+	// NameAnonymous makes Commit write generated names of anonymous
+	// sections, as `uci -n commit` does.
+	NameAnonymous bool
 	// OnParseError, if set, sees every parse error as it happens (uci -S
 	// prints them).
 	OnParseError func(*ParseError)
@@ -258,7 +261,7 @@ func (st *Store) Commit(p *Package) error {
 		return ErrIO
 	}
 	tmpName := tmp.Name()
-	werr := Export(tmp, p.Config, ExportOptions{})
+	werr := Export(tmp, p.Config, ExportOptions{NameAnonymous: st.NameAnonymous})
 	if werr == nil {
 		werr = tmp.Sync()
 	}

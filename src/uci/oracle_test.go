@@ -1,0 +1,206 @@
+package uci
+
+import (
+	"bytes"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestOracle compares this implementation with a real uci binary on
+// generated inputs and commands. It needs the binary: set UCI_REAL to its
+// path (build it from github.com/openwrt/uci: gcc cli.c libuci.c file.c
+// util.c delta.c parse.c with an empty uci_config.h). UCI_ORACLE_N sets the
+// number of cases (default 300).
+func TestOracle(t *testing.T) {
+	real := os.Getenv("UCI_REAL")
+	if real == "" {
+		t.Skip("UCI_REAL not set: no real uci binary to compare with")
+	}
+	n := 300
+	if s := os.Getenv("UCI_ORACLE_N"); s != "" {
+		n = atoiOr(s, n)
+	}
+	rng := rand.New(rand.NewSource(int64(atoiOr(os.Getenv("UCI_ORACLE_SEED"), 1))))
+	for i := 0; i < n; i++ {
+		input := genConfig(rng)
+		cmds := genCommands(rng)
+		mine := oracleRun(t, "", input, cmds)
+		theirs := oracleRun(t, real, input, cmds)
+		if mine != theirs {
+			t.Fatalf("case %d differs\ninput: %q\ncommands: %q\n%s", i, input, cmds, firstDiff(mine, theirs))
+		}
+	}
+}
+
+func atoiOr(s string, def int) int {
+	n := 0
+	if s == "" {
+		return def
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return def
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// oracleRun applies commands to a fresh copy of input with either binary
+// ("" = this package) and returns a transcript of everything observable.
+func oracleRun(t *testing.T, bin string, input []byte, cmds [][]string) string {
+	tmp := t.TempDir()
+	conf, save := filepath.Join(tmp, "c"), filepath.Join(tmp, "s")
+	os.Mkdir(conf, 0o755)
+	os.WriteFile(filepath.Join(conf, "p"), input, 0o644)
+	var tr strings.Builder
+	for _, c := range cmds {
+		args := append([]string{"-c", conf, "-t", save}, c...)
+		var o, e bytes.Buffer
+		code := 0
+		if bin == "" {
+			cli := &CLI{SaveDir: save, Conf2Dir: filepath.Join(tmp, "none")}
+			code = cli.Run(args, &o, &e)
+		} else {
+			cmd := exec.Command(bin, args...)
+			cmd.Args[0] = "uci"
+			cmd.Stdout, cmd.Stderr = &o, &e
+			if err := cmd.Run(); err != nil {
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				} else {
+					t.Fatal(err)
+				}
+			}
+		}
+		tr.WriteString("$ " + strings.Join(c, " ") + "\n" + o.String() + "stderr: " + strings.ReplaceAll(e.String(), tmp, "TMP") + "exit " + itoaTest(code) + "\n")
+	}
+	data, _ := os.ReadFile(filepath.Join(conf, "p"))
+	delta, _ := os.ReadFile(filepath.Join(save, "p"))
+	tr.WriteString("file: " + string(data) + "\ndelta: " + string(delta))
+	return tr.String()
+}
+
+func itoaTest(n int) string { return strconv.Itoa(n) }
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
+
+var (
+	genWords = []string{"config", "option", "list", "package", "c", "o", "l", "p", "bogus", "#", ";", "\\", "'", "\"", " ", "\t", "\n", "\r\n", "a", "b", "x_1", "cfg0192bd", "@t[0]", "a-b", "a.b", "'q q'", "\"d\\\"q\"", "'it'\\''s'", "v#c", "''", "\"\"", "\\\n", "é", "\x00", "\x01", "=", "t", "t2"}
+	genVals  = []string{"a", "b", "", "x y", "it's", "q\"", "#", "a\\b", "line1\nline2", "é", "1", "0", "-1", "2", "\t"}
+)
+
+func genConfig(rng *rand.Rand) []byte {
+	var sb strings.Builder
+	if rng.Intn(4) == 0 {
+		for i := rng.Intn(30); i > 0; i-- {
+			sb.WriteString(genWords[rng.Intn(len(genWords))])
+			if rng.Intn(2) == 0 {
+				sb.WriteByte(' ')
+			}
+		}
+		return []byte(sb.String())
+	}
+	types := []string{"t", "t2", "a-b"}
+	names := []string{"", "", "s1", "s2", "cfg0192bd"}
+	opts := []string{"o1", "o2", "l1"}
+	for i := rng.Intn(6); i > 0; i-- {
+		sb.WriteString("config " + types[rng.Intn(len(types))])
+		if n := names[rng.Intn(len(names))]; n != "" {
+			sb.WriteString(" '" + n + "'")
+		}
+		sb.WriteString("\n")
+		for j := rng.Intn(5); j > 0; j-- {
+			kw := []string{"\toption ", "\tlist "}[rng.Intn(2)]
+			sb.WriteString(kw + opts[rng.Intn(len(opts))] + " " + quote(genVals[rng.Intn(len(genVals))]) + "\n")
+		}
+		if rng.Intn(8) == 0 {
+			sb.WriteString(genWords[rng.Intn(len(genWords))] + "\n")
+		}
+	}
+	return []byte(sb.String())
+}
+
+func genCommands(rng *rand.Rand) [][]string {
+	secs := []string{"s1", "s2", "@t[0]", "@t[-1]", "@t2[1]", "@[0]", "cfg0192bd", "nosuch", "@t[9]", "@bad", "bad-name", ""}
+	opts := []string{"", "o1", "o2", "l1", "new"}
+	ref := func(withOpt bool) string {
+		r := "p." + secs[rng.Intn(len(secs))]
+		if withOpt {
+			if o := opts[rng.Intn(len(opts))]; o != "" {
+				r += "." + o
+			}
+		}
+		return r
+	}
+	val := func() string { return genVals[rng.Intn(len(genVals))] }
+	var cmds [][]string
+	flags := [][]string{nil, nil, {"-S"}, {"-X"}, {"-n"}, {"-q"}}
+	for i := rng.Intn(8); i > 0; i-- {
+		var c []string
+		switch rng.Intn(14) {
+		case 0:
+			c = []string{"set", ref(true) + "=" + val()}
+		case 1:
+			c = []string{"set", ref(false) + "=" + []string{"t", "t2", "bad type", ""}[rng.Intn(4)]}
+		case 2:
+			c = []string{"add_list", ref(true) + "=" + val()}
+		case 3:
+			c = []string{"del_list", ref(true) + "=" + val()}
+		case 4:
+			c = []string{"delete", ref(true)}
+			if rng.Intn(3) == 0 {
+				c[1] += "=" + val()
+			}
+		case 5:
+			c = []string{"rename", ref(true) + "=" + []string{"r1", "r2", "bad-name", ""}[rng.Intn(4)]}
+		case 6:
+			c = []string{"reorder", ref(false) + "=" + []string{"0", "1", "5", "-1", "x"}[rng.Intn(5)]}
+		case 7:
+			c = []string{"add", "p", []string{"t", "t2", "x y"}[rng.Intn(3)]}
+		case 8:
+			c = []string{"revert", []string{"p", ref(false), ref(true)}[rng.Intn(3)]}
+		case 9:
+			c = []string{"get", ref(true)}
+		case 10:
+			c = []string{"show", []string{"p", ref(false), ref(true)}[rng.Intn(3)]}
+		case 11:
+			c = []string{"changes", "p"}
+		case 12:
+			c = []string{"commit", "p"}
+		case 13:
+			c = []string{"export", "p"}
+		}
+		cmds = append(cmds, append(append([]string{}, flags[rng.Intn(len(flags))]...), c...))
+	}
+	cmds = append(cmds, []string{"changes", "p"}, []string{"-S", "export", "p"}, []string{"show", "p"}, []string{"commit", "p"})
+	return cmds
+}
+
+// firstDiff shows the first differing line with some context.
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(la) || i < len(lb); i++ {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y {
+			from := i - 6
+			if from < 0 {
+				from = 0
+			}
+			ctx := strings.Join(la[from:i], "\n")
+			return "context:\n" + ctx + "\n--- ours:  " + strconvQuote(x) + "\n--- real:  " + strconvQuote(y)
+		}
+	}
+	return "(no line differs)"
+}

@@ -1,0 +1,292 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/surflare"
+)
+
+// Connect-sequence errors the loop branches on.
+var (
+	errAuthNeeded = errors.New("vendor session needs a login")
+	errPhase1     = errors.New("local tunnel state did not come up")
+	errPhase2     = errors.New("data plane not proven")
+)
+
+// connectDone is a finished connect sequence.
+type connectDone struct {
+	gen  int
+	node string
+	r    health.Result
+	err  error
+}
+
+// cooldownEntered reports the storm-cooldown teardown.
+type cooldownEntered struct {
+	gen int
+	err error
+}
+
+// startVendorOpLocked runs fn as the single vendor operation: it cancels
+// the previous one and starts only once that one has returned, so two CLI
+// sequences never interleave.
+func (w *Watchdog) startVendorOpLocked(fn func(ctx context.Context, gen int)) {
+	if w.vendorCancel != nil {
+		w.vendorCancel()
+	}
+	w.vendorGen++
+	gen := w.vendorGen
+	ctx, cancel := context.WithCancel(w.opCtx)
+	w.vendorCancel = cancel
+	prev := w.vendorDone
+	done := make(chan struct{})
+	w.vendorDone = done
+	w.ops.Add(1)
+	go func() {
+		defer w.ops.Done()
+		defer close(done)
+		defer cancel()
+		if prev != nil {
+			<-prev
+		}
+		fn(ctx, gen)
+	}()
+}
+
+// startConnectLocked begins a connect to node. Automatic attempts obey the
+// reconnect rate limit; user commands (manual) do not.
+func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
+	now := w.clock.Now()
+	if !manual && !w.rateAllowsLocked(now, node, reason) {
+		return
+	}
+	w.attempts = append(w.attempts, now)
+	w.counters.ConnectAttempts++
+	w.cancelCheckLocked()
+	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
+	w.f.connecting, w.f.connected = true, false
+	w.node = node
+	s := w.s
+	w.startVendorOpLocked(func(ctx context.Context, gen int) {
+		r, err := w.connectSequence(ctx, s, node)
+		w.send(connectDone{gen: gen, node: node, r: r, err: err})
+	})
+	w.log.Info("Connecting to "+node, "reason", reason, "transit", s.Transit, "mode", s.Mode)
+	w.updateLocked("connect " + node + ": " + reason)
+}
+
+// rateAllowsLocked applies the reconnect rate limit. When the window is
+// full it schedules the attempt for when the oldest one leaves the window.
+func (w *Watchdog) rateAllowsLocked(now time.Time, node, reason string) bool {
+	cut := now.Add(-w.s.ReconnectWindow)
+	kept := w.attempts[:0]
+	for _, t := range w.attempts {
+		if t.After(cut) {
+			kept = append(kept, t)
+		}
+	}
+	w.attempts = kept
+	if len(w.attempts) < w.s.ReconnectLimit {
+		w.rateLimitedUntil = time.Time{}
+		return true
+	}
+	until := w.attempts[0].Add(w.s.ReconnectWindow)
+	if !until.Equal(w.rateLimitedUntil) {
+		w.logLocked(slog.LevelWarn, fmt.Sprintf("Reconnect rate limit: %d attempts in %s; next attempt in %s",
+			len(w.attempts), w.s.ReconnectWindow, until.Sub(now).Round(time.Second)))
+	}
+	w.rateLimitedUntil = until
+	w.f.connecting = false
+	w.scheduleConnectLocked(node, until, reason+" (after rate limit)")
+	w.updateLocked("reconnect rate limit")
+	return false
+}
+
+// connectSequence brings node up and proves it: flush the vendor table,
+// keep the kill switch armed, check auth, connect, phase 1 (local state,
+// polled quickly), phase 2 (data plane), then restore the LAN tables. It
+// runs outside the loop and touches no watchdog state.
+func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string) (health.Result, error) {
+	fw, v := w.d.Firewall, w.d.Vendor
+	if err := fw.FlushVendor(ctx); err != nil {
+		w.log.Warn("Flushing the vendor table failed", "err", err)
+	}
+	if err := fw.ArmKillSwitch(ctx); err != nil {
+		return health.Result{}, fmt.Errorf("arming the kill switch: %w", err)
+	}
+	st, err := v.Status(ctx)
+	if err != nil {
+		return health.Result{}, fmt.Errorf("checking vendor status: %w", err)
+	}
+	switch st.State {
+	case surflare.StateAuthNeeded:
+		return health.Result{}, fmt.Errorf("%w (%s)", errAuthNeeded, st.Reason)
+	case surflare.StateSubscriptionInactive:
+		return health.Result{}, surflare.ErrSubscriptionInactive
+	case surflare.StateConnected, surflare.StateUnknown:
+		if err := v.Disconnect(ctx); err != nil {
+			w.log.Warn("Disconnect before connect failed; flushing leftovers", "err", err)
+			if err := fw.FlushVendor(ctx); err != nil {
+				w.log.Warn("Flushing the vendor table failed", "err", err)
+			}
+		}
+	}
+	if err := v.Connect(ctx, node, s.Mode, s.Transit); err != nil {
+		if errors.Is(err, surflare.ErrAuthNeeded) {
+			return health.Result{}, fmt.Errorf("%w: %w", errAuthNeeded, err)
+		}
+		return health.Result{}, err
+	}
+
+	r, err := w.poll(ctx, s.Phase1Timeout, s.Phase1Poll, w.d.Prober.Local, func(r health.Result) bool { return r.Outcome == health.OK })
+	if err != nil {
+		return r, fmt.Errorf("%w within %s: %s", errPhase1, s.Phase1Timeout, r.Reason)
+	}
+	r, err = w.poll(ctx, s.Phase2Timeout, s.Phase2Poll, w.d.Prober.Check, func(r health.Result) bool { return r.Outcome.Healthy() })
+	if err != nil {
+		return r, fmt.Errorf("%w within %s: %s %s", errPhase2, s.Phase2Timeout, r.Outcome, r.Reason)
+	}
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	if err := fw.RestoreLAN(ctx); err != nil {
+		return r, fmt.Errorf("restoring LAN tables: %w", err)
+	}
+	return r, nil
+}
+
+var errDeadline = errors.New("deadline")
+
+// poll calls probe every interval until ok or timeout.
+func (w *Watchdog) poll(ctx context.Context, timeout, interval time.Duration, probe func(context.Context) health.Result, ok func(health.Result) bool) (health.Result, error) {
+	deadline := w.clock.Now().Add(timeout)
+	for {
+		r := probe(ctx)
+		if ok(r) {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		left := deadline.Sub(w.clock.Now())
+		if left <= 0 {
+			return r, errDeadline
+		}
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-w.clock.After(min(interval, left)):
+		}
+	}
+}
+
+// onConnectLocked acts on a finished connect sequence.
+func (w *Watchdog) onConnectLocked(e connectDone) {
+	if e.gen != w.vendorGen {
+		return // superseded
+	}
+	w.f.connecting = false
+	now := w.clock.Now()
+	switch {
+	case e.err == nil:
+		w.f.connected = true
+		w.node = e.node
+		w.recordCheckLocked(e.r)
+		w.logLocked(slog.LevelInfo, fmt.Sprintf("Connected to %s via %s", e.node, w.s.Transit))
+		if old := w.lastGood; old != "" && old != e.node && w.d.ConnKiller != nil {
+			w.cutLocked(old)
+		}
+		w.lastGood = e.node
+		w.markHealthyLocked()
+		w.nextCheckAt = now.Add(w.s.CheckInterval)
+	case errors.Is(e.err, context.Canceled):
+		// Whoever cancelled (stop, WAN down, a newer command) decides next.
+	case errors.Is(e.err, errAuthNeeded):
+		w.logLocked(slog.LevelWarn, "Vendor session needs a login; logging in in the background", "err", e.err)
+		w.f.auth.needed = true
+		w.startAuthLocked()
+	case errors.Is(e.err, surflare.ErrSubscriptionInactive):
+		w.enterSubscriptionCooldownLocked()
+	default:
+		w.counters.FailedReconnects++
+		w.tried[e.node] = true
+		w.logLocked(slog.LevelWarn, fmt.Sprintf("Connect to %s failed (%d in a row)", e.node, w.counters.FailedReconnects), "err", e.err)
+		if w.f.diag || w.f.wanDown {
+			break
+		}
+		if w.counters.FailedReconnects >= w.s.CascadeAfter {
+			w.logLocked(slog.LevelWarn, fmt.Sprintf("Cascade: %d failed reconnects, fast-rotating", w.counters.FailedReconnects))
+			w.rotateFromLocked(e.node, "cascade")
+		} else {
+			w.scheduleConnectLocked(e.node, now.Add(w.s.DegradedInterval), "retry after failed connect")
+		}
+	}
+	w.updateLocked("connect " + e.node + " finished")
+}
+
+// cutLocked cuts connections pinned to old in the background.
+func (w *Watchdog) cutLocked(old string) {
+	ctx := w.opCtx
+	w.ops.Add(1)
+	go func() {
+		defer w.ops.Done()
+		if err := w.d.ConnKiller.CutConnections(ctx, old); err != nil {
+			w.log.Warn("Cutting connections pinned to "+old+" failed", "err", err)
+		}
+	}()
+}
+
+// stormLocked: every candidate failed in this cycle. Cool down with the
+// kill switch armed and domestic traffic flowing (see the package doc).
+func (w *Watchdog) stormLocked() {
+	now := w.clock.Now()
+	w.counters.Storms++
+	w.f.cooldownUntil = now.Add(w.s.StormCooldown)
+	w.f.connected, w.f.connecting = false, false
+	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
+	w.cancelCheckLocked()
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Storm protection triggered: all %d candidates failed; cooling down for %s (domestic traffic keeps working)",
+		len(w.s.candidates()), w.s.StormCooldown))
+	fw, v := w.d.Firewall, w.d.Vendor
+	w.startVendorOpLocked(func(ctx context.Context, gen int) {
+		if err := v.Disconnect(ctx); err != nil {
+			w.log.Warn("Disconnect for cooldown failed; flushing leftovers", "err", err)
+			if err := fw.FlushVendor(ctx); err != nil {
+				w.log.Warn("Flushing the vendor table failed", "err", err)
+			}
+		}
+		w.send(cooldownEntered{gen: gen, err: fw.Cooldown(ctx, true)})
+	})
+	w.updateLocked("storm protection")
+}
+
+func (w *Watchdog) onCooldownEnteredLocked(e cooldownEntered) {
+	if e.err != nil && e.gen == w.vendorGen {
+		w.logLocked(slog.LevelError, "Entering firewall cooldown failed", "err", e.err)
+	}
+}
+
+// endCooldownLocked starts a fresh cycle from the first candidate.
+func (w *Watchdog) endCooldownLocked() {
+	w.f.cooldownUntil = time.Time{}
+	clear(w.tried)
+	w.counters.FailedReconnects = 0
+	ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
+	defer cancel()
+	if err := w.d.Firewall.Cooldown(ctx, false); err != nil {
+		w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
+	}
+	first := w.s.candidates()[0]
+	w.logLocked(slog.LevelInfo, "Storm cooldown over: starting a new cycle with "+first)
+	if w.canAutoConnectLocked(w.clock.Now()) {
+		w.startConnectLocked(first, "storm cooldown over", false)
+	} else {
+		w.scheduleConnectLocked(first, w.clock.Now(), "storm cooldown over")
+	}
+	w.updateLocked("storm cooldown over")
+}

@@ -1,0 +1,216 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"surflare-watchdog/src/health"
+)
+
+// checkDone is a finished health check.
+type checkDone struct {
+	gen int
+	r   health.Result
+}
+
+// startCheckLocked runs one health check in the background.
+func (w *Watchdog) startCheckLocked() {
+	w.cancelCheckLocked()
+	w.checkGen++
+	gen := w.checkGen
+	w.checkInFlight = true
+	ctx, cancel := context.WithCancel(w.opCtx)
+	w.checkCancel = cancel
+	w.ops.Add(1)
+	go func() {
+		defer w.ops.Done()
+		defer cancel()
+		w.send(checkDone{gen: gen, r: w.d.Prober.Check(ctx)})
+	}()
+}
+
+// cancelCheckLocked abandons an in-flight check; its result is ignored.
+func (w *Watchdog) cancelCheckLocked() {
+	if w.checkCancel != nil {
+		w.checkCancel()
+		w.checkCancel = nil
+	}
+	if w.checkInFlight {
+		w.checkGen++
+		w.checkInFlight = false
+	}
+}
+
+// recordCheckLocked stores a result for Status and subscribers.
+func (w *Watchdog) recordCheckLocked(r health.Result) {
+	w.counters.Checks++
+	w.lastCheck = &r
+	if r.ExitIP != "" || r.ExitCountry != "" {
+		w.exit = Exit{IP: r.ExitIP, Country: r.ExitCountry}
+	}
+	w.emitLocked(Event{Type: EventHealth, At: w.clock.Now(), Health: &r})
+}
+
+// onCheckLocked acts on a health check: the health monitor.
+func (w *Watchdog) onCheckLocked(e checkDone) {
+	if e.gen != w.checkGen {
+		return // superseded by a reconnect or a pause
+	}
+	w.checkInFlight = false
+	w.checkCancel = nil
+	r := e.r
+	w.recordCheckLocked(r)
+	if w.f.stopping || w.f.diag || !w.f.connected || w.f.connecting {
+		return // recorded for the user; nothing to act on
+	}
+	now := w.clock.Now()
+	if r.WANDown {
+		w.f.wanDownProbed = true
+		if !w.wanLogged {
+			w.wanLogged = true
+			w.logLocked(slog.LevelWarn, "WAN egress down: pausing rotation until it returns", "reason", r.Reason)
+		}
+		w.nextCheckAt = now.Add(w.s.DegradedInterval)
+		w.updateLocked("WAN egress down")
+		return
+	}
+	if w.f.wanDownProbed {
+		w.f.wanDownProbed, w.wanLogged = false, false
+		w.logLocked(slog.LevelInfo, "WAN egress back")
+	}
+	if r.Outcome.Healthy() {
+		if w.f.consecutiveFails > 0 {
+			w.logLocked(slog.LevelInfo, fmt.Sprintf("VPN recovered on %s after %d failed checks", w.node, w.f.consecutiveFails))
+		}
+		w.markHealthyLocked()
+		w.nextCheckAt = now.Add(w.s.CheckInterval)
+		w.updateLocked("check " + string(r.Outcome))
+		return
+	}
+
+	w.counters.FailedChecks++
+	w.f.consecutiveFails++
+	w.counters.ConsecutiveFailures = w.f.consecutiveFails
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Health check failed on %s: %s (%d/%d)", w.node, r.Outcome, w.f.consecutiveFails, w.s.FailThreshold),
+		"reason", r.Reason)
+	w.startAuthCheckLocked()
+	authBusy := w.f.auth.needed || w.f.auth.running
+	switch {
+	case authBusy:
+		// Rotating cannot fix a dead session; keep probing while the
+		// login worker runs.
+		w.nextCheckAt = now.Add(w.s.DegradedInterval)
+	case r.Outcome == health.LocalFail:
+		// The proxy died or its tables vanished: the node is not to blame.
+		w.reconnectLocked(w.node, "local plumbing broken: "+r.Reason)
+	case r.Outcome == health.DomesticExit:
+		w.rotateLocked("domestic exit: " + r.Reason)
+	case w.f.consecutiveFails >= w.s.FailThreshold:
+		w.rotateLocked(fmt.Sprintf("%d consecutive failed checks", w.f.consecutiveFails))
+	default:
+		w.nextCheckAt = now.Add(w.s.DegradedInterval)
+	}
+	w.updateLocked("check " + string(r.Outcome))
+}
+
+// markHealthyLocked ends a failure cycle.
+func (w *Watchdog) markHealthyLocked() {
+	w.f.consecutiveFails = 0
+	w.counters.ConsecutiveFailures = 0
+	w.counters.FailedReconnects = 0
+	clear(w.tried)
+	now := w.clock.Now()
+	if w.lastHeartbeat.IsZero() || now.Sub(w.lastHeartbeat) >= w.s.HeartbeatInterval {
+		w.lastHeartbeat = now
+		w.logLocked(slog.LevelInfo, "VPN healthy: exit="+orUnknown(w.exit.Country), "node", w.node, "ip", w.exit.IP)
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// reconnectLocked reconnects to the same node (automatic).
+func (w *Watchdog) reconnectLocked(node, reason string) {
+	w.logLocked(slog.LevelWarn, "Reconnecting to "+node, "reason", reason)
+	w.startConnectLocked(node, reason, false)
+}
+
+// rotateLocked gives up on the current node for this cycle and moves on.
+func (w *Watchdog) rotateLocked(reason string) {
+	old := w.node
+	w.tried[old] = true
+	w.rotateFromLocked(old, reason)
+}
+
+// rotateFromLocked connects to the next usable candidate after from, or
+// triggers storm protection when none is left.
+func (w *Watchdog) rotateFromLocked(from, reason string) {
+	next, ok := w.pickNextLocked(from, true)
+	if !ok {
+		w.stormLocked()
+		return
+	}
+	cands := w.s.candidates()
+	w.counters.Rotations++
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(cands)), "reason", reason)
+	w.startConnectLocked(next, reason, false)
+}
+
+// pickNextLocked walks the candidates after from, in config order, and
+// returns the first that has not failed in this cycle (when skipTried) and
+// is not dead by fresh log health. If every remaining one is dead, the
+// first remaining one is returned anyway.
+func (w *Watchdog) pickNextLocked(from string, skipTried bool) (string, bool) {
+	cands := w.s.candidates()
+	start := 0
+	for i, c := range cands {
+		if c == from {
+			start = i + 1
+			break
+		}
+	}
+	var firstDead string
+	for k := range len(cands) {
+		c := cands[(start+k)%len(cands)]
+		if c == from && !skipTried {
+			continue
+		}
+		if skipTried && w.tried[c] {
+			continue
+		}
+		if dead, n := w.deadLocked(c); dead {
+			w.logLocked(slog.LevelInfo, fmt.Sprintf("LOG_HEALTH: skipping %s via %s (%d errors)", c, w.s.Transit, n))
+			if firstDead == "" {
+				firstDead = c
+			}
+			continue
+		}
+		return c, true
+	}
+	if firstDead != "" {
+		w.logLocked(slog.LevelWarn, fmt.Sprintf("LOG_HEALTH: every remaining candidate is marked dead; trying %s anyway", firstDead))
+		return firstDead, true
+	}
+	return "", false
+}
+
+// deadLocked applies the log-health policy: more than LogHealthThreshold
+// urltest errors, in data younger than LogHealthStale.
+func (w *Watchdog) deadLocked(node string) (bool, int) {
+	if w.d.NodeHealth == nil {
+		return false, 0
+	}
+	n, updated, ok := w.d.NodeHealth.Errors(node, w.s.Transit)
+	if !ok {
+		return false, 0
+	}
+	if w.clock.Now().Sub(updated) > w.s.LogHealthStale {
+		return false, n // stale: treat every node as healthy
+	}
+	return n > w.s.LogHealthThreshold, n
+}

@@ -1,0 +1,128 @@
+package watchdog
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/surflare"
+)
+
+// Vendor is the Surflare CLI (surflare.Client satisfies it).
+type Vendor interface {
+	Status(ctx context.Context) (surflare.Status, error)
+	Connect(ctx context.Context, node, mode, transit string) error
+	Disconnect(ctx context.Context) error
+	Login(ctx context.Context) error
+}
+
+// Firewall is every table the watchdog owns (package firewall behind an
+// adapter in cmd).
+type Firewall interface {
+	// InstallMoat sets up the RST/FIN/SYN anomaly counters.
+	InstallMoat(ctx context.Context) error
+	// ArmKillSwitch installs (or confirms) the kill switch with only the
+	// relay and account-API endpoints allowed. Idempotent.
+	ArmKillSwitch(ctx context.Context) error
+	// FlushVendor removes what the vendor left: its table, its fwmark
+	// rule(s) and the table-100 route (a half-up disconnect leaves them).
+	FlushVendor(ctx context.Context) error
+	// RestoreLAN applies chnroute sets and the LAN tproxy/DNS tables once
+	// the tunnel is verified.
+	RestoreLAN(ctx context.Context) error
+	// Cooldown switches storm mode: on = LAN is not sent into the (stopped)
+	// proxy, the kill switch still blocks foreign traffic, domestic and
+	// bypassed traffic keep working; off = back to normal.
+	Cooldown(ctx context.Context, on bool) error
+	// FailOpen drops the kill switch after repeated auth failures, when the
+	// user enabled it.
+	FailOpen(ctx context.Context) error
+	// Teardown removes our tables; keepKillSwitch leaves the kill switch.
+	Teardown(ctx context.Context, keepKillSwitch bool) error
+}
+
+// Prober runs health checks (health.Checker satisfies it).
+type Prober interface {
+	// Local is layer 1 only, polled quickly during connect phase 1.
+	Local(ctx context.Context) health.Result
+	// Check is both layers.
+	Check(ctx context.Context) health.Result
+}
+
+// NodeHealth is the proxy log's per node/transit urltest error count (the
+// signals package's log-health reader). updated is when the data was
+// produced; ok is false when there is no entry.
+type NodeHealth interface {
+	Errors(node, transit string) (count int, updated time.Time, ok bool)
+}
+
+// ConnKiller cuts the connections still pinned to the node we just left
+// (conntrack delete or sock_destroy), so LAN clients reconnect at once
+// through the new node instead of hanging on a dead path.
+type ConnKiller interface {
+	CutConnections(ctx context.Context, oldNode string) error
+}
+
+// Network answers questions about the router's own uplink.
+type Network interface {
+	// ISPAddr is the WAN address the ISP gave us: an exit equal to it is a
+	// domestic exit.
+	ISPAddr(ctx context.Context) (netip.Addr, error)
+}
+
+// SignalState is one detector's current view (early detector, log health,
+// 503 monitor), shown in Status.
+type SignalState struct {
+	Name   string    `json:"name"`
+	State  string    `json:"state"`
+	Detail string    `json:"detail,omitempty"`
+	Since  time.Time `json:"since,omitempty"`
+}
+
+// SignalSource reports detector states for Status.
+type SignalSource interface {
+	SignalStates() []SignalState
+}
+
+// Releaser is the instance lock and pid file (runfiles.Lock satisfies it),
+// released as the very last step of a stop.
+type Releaser interface {
+	Release() error
+}
+
+// Clock is the time source for everything that waits.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Step is one crash-cleanup step run at startup, in order; a failing step
+// is logged and the next one still runs.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Deps are the watchdog's collaborators. Vendor, Firewall and Prober are
+// required; the rest may be nil.
+type Deps struct {
+	Vendor     Vendor
+	Firewall   Firewall
+	Prober     Prober
+	NodeHealth NodeHealth
+	ConnKiller ConnKiller
+	Network    Network
+	Signals    SignalSource
+	Lock       Releaser
+	Clock      Clock
+	// Cleanup is the crash cleanup run before the kill switch is armed.
+	Cleanup []Step
+	// LoadSettings re-reads the config for SIGHUP / Reload without args.
+	LoadSettings func() (Settings, error)
+}

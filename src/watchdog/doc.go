@@ -1,0 +1,75 @@
+// Package watchdog is the supervisor: it starts the tunnel, watches its
+// health, rotates exit nodes, handles vendor authentication and stops
+// cleanly, keeping the kill switch armed throughout so nothing leaks.
+//
+// # Shape
+//
+// One goroutine (Run) owns all state. Slow work — a health check, a connect
+// sequence, the login worker — runs in its own goroutine and reports back as
+// an event, so commands (check, rotate, diag, stop) are handled at once and
+// authentication never blocks health checks. The externally visible State is
+// never assigned directly: it is derived from the facts in one switch,
+// nextState, after every event, and every change is recorded as a
+// Transition, published to subscribers and written to the state file.
+//
+// Kernel and vendor access go through small interfaces (Vendor, Firewall,
+// Prober, NodeHealth, ConnKiller, Network) that packages surflare, firewall,
+// route, health and signals satisfy; cmd wires them. Tests use fakes and
+// testing/synctest, so every timer runs on a virtual clock.
+//
+// # Rotation, cascade, storm and rate limit
+//
+// Candidates come from the config, in order. A rotation picks the next
+// candidate after the current one that has not yet failed in the current
+// cycle, skipping nodes whose log health (urltest errors of NODE via
+// TRANSIT) is above the threshold, unless that data is stale. When every
+// remaining candidate is marked dead, the first of them is tried anyway: log
+// health is evidence, not proof, and a node that just came back still has
+// errors in its window.
+//
+// A cycle starts when a node fails and ends with the first healthy check.
+// A connect attempt that does not reach a healthy data plane is a failed
+// reconnect: the first is retried on the same node after the degraded
+// interval (a transient account-API error should not move the user), and
+// from the second consecutive failure on (CascadeAfter) the watchdog
+// fast-rotates: each further failure moves to the next candidate at once.
+//
+// The seed design had two storm rules that contradict each other: "N
+// reconnects within the window means a storm: cool down" and "cool down when
+// every candidate is exhausted". With 6 candidates and a limit of 6 the first
+// rule could fire before the last candidate was tried, or never fire while a
+// slow cycle continued indefinitely. This package uses one semantics:
+//
+//   - Storm protection fires on exactly one condition: every candidate has
+//     failed in the current cycle. It logs "Storm protection triggered",
+//     disconnects the vendor, keeps the kill switch armed and puts the
+//     firewall in cooldown (domestic and bypassed traffic keep working), and
+//     waits StormCooldown. Then it starts a fresh cycle from the first
+//     candidate. A user command (rotate, reconnect, reload) ends the cooldown
+//     early.
+//   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
+//     never starts a cooldown and never resets a cycle: it only delays the
+//     next automatic attempt until the window has room. User commands are
+//     not rate limited.
+//
+// # Authentication
+//
+// Auth is reactive: `surflare status` is consulted before every connect and,
+// in the background, after a failed health check. Login runs in a background
+// worker with backoff LoginBackoffMin doubling up to LoginBackoffMax
+// (3, 6, 12, 24, 48 s, capped at 60 s) for LoginRetries retries; after that
+// the next round starts after LoginBackoffMax. Fatal errors (rate limited,
+// bad credentials, expired plan, device limit, account check) stop retrying
+// until the config is reloaded or the user asks for a reconnect. "subscription
+// not active" starts a SubscriptionCooldown (1 h) without any login. Every
+// failed login attempt counts towards the global failure count; when it
+// reaches FailOpenAfter and FailOpen is enabled the kill switch is dropped
+// so the household keeps internet access (the state says fail_open); with
+// FailOpen disabled it stays closed. A later successful login re-arms it.
+//
+// # Stop
+//
+// Stop runs in this order: firewall teardown (the kill switch stays armed
+// unless the stop was requested with open), vendor processes, a bounded wait
+// for the auth worker, then the pid file/lock.
+package watchdog

@@ -1,0 +1,135 @@
+package watchdog
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Settings are the engine's knobs; cmd fills them from package config.
+// Durations are plain time.Duration so the engine does not depend on how
+// the config spells them.
+type Settings struct {
+	Node       string   // preferred node, connected first
+	Candidates []string // rotation order
+	Transit    string   // "auto" or a relay name
+	Mode       string   // "rule" or "global"
+
+	CheckInterval     time.Duration // between checks while healthy (30 s)
+	DegradedInterval  time.Duration // between checks after a failure (10 s)
+	FailThreshold     int           // consecutive failed checks before rotating (4)
+	HeartbeatInterval time.Duration // "VPN healthy: exit=US" at most this often (600 s)
+
+	StormCooldown   time.Duration // after every candidate failed (600 s)
+	ReconnectWindow time.Duration // rate limit window (600 s)
+	ReconnectLimit  int           // automatic connect attempts per window (6)
+	CascadeAfter    int           // failed reconnects before fast rotation (2)
+
+	Phase1Timeout time.Duration // local state up after connect (20 s)
+	Phase1Poll    time.Duration // (500 ms)
+	Phase2Timeout time.Duration // data plane proven (60 s)
+	Phase2Poll    time.Duration // (3 s)
+
+	LogHealthThreshold int           // urltest errors above which a node is dead (10)
+	LogHealthStale     time.Duration // log health older than this is ignored (20 min)
+
+	LoginRetries         int           // retries per login round (5)
+	LoginBackoffMin      time.Duration // first retry delay (3 s)
+	LoginBackoffMax      time.Duration // cap and delay between rounds (60 s)
+	SubscriptionCooldown time.Duration // (1 h)
+	FailOpen             bool          // drop the kill switch after FailOpenAfter login failures
+	FailOpenAfter        int           // (5)
+
+	StopTimeout  time.Duration // teardown + disconnect budget on stop (2.5 s; the whole stop stays under 5 s)
+	AuthStopWait time.Duration // how long stop waits for the login worker (1 s)
+
+	// StateFile, when set, receives the Status JSON (0600, atomic) after
+	// every change.
+	StateFile string
+	// MaxTransitions kept in Status (20).
+	MaxTransitions int
+}
+
+// DefaultSettings are the seed design's constants.
+func DefaultSettings() Settings {
+	return Settings{
+		Node:                 "Dallas",
+		Candidates:           []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"},
+		Transit:              "auto",
+		Mode:                 "rule",
+		CheckInterval:        30 * time.Second,
+		DegradedInterval:     10 * time.Second,
+		FailThreshold:        4,
+		HeartbeatInterval:    600 * time.Second,
+		StormCooldown:        600 * time.Second,
+		ReconnectWindow:      600 * time.Second,
+		ReconnectLimit:       6,
+		CascadeAfter:         2,
+		Phase1Timeout:        20 * time.Second,
+		Phase1Poll:           500 * time.Millisecond,
+		Phase2Timeout:        60 * time.Second,
+		Phase2Poll:           3 * time.Second,
+		LogHealthThreshold:   10,
+		LogHealthStale:       20 * time.Minute,
+		LoginRetries:         5,
+		LoginBackoffMin:      3 * time.Second,
+		LoginBackoffMax:      60 * time.Second,
+		SubscriptionCooldown: time.Hour,
+		FailOpen:             false,
+		FailOpenAfter:        5,
+		StopTimeout:          2500 * time.Millisecond,
+		AuthStopWait:         time.Second,
+		MaxTransitions:       20,
+	}
+}
+
+// Validate reports every setting that would make the engine misbehave.
+func (s Settings) Validate() error {
+	var errs []error
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if len(s.Candidates) == 0 && s.Node == "" {
+		errs = append(errs, errors.New("no node and no candidates configured"))
+	}
+	pos("check_interval", s.CheckInterval)
+	pos("degraded_interval", s.DegradedInterval)
+	pos("heartbeat_interval", s.HeartbeatInterval)
+	pos("storm_cooldown", s.StormCooldown)
+	pos("reconnect_window", s.ReconnectWindow)
+	pos("phase1_timeout", s.Phase1Timeout)
+	pos("phase1_poll", s.Phase1Poll)
+	pos("phase2_timeout", s.Phase2Timeout)
+	pos("phase2_poll", s.Phase2Poll)
+	pos("login_backoff_min", s.LoginBackoffMin)
+	pos("login_backoff_max", s.LoginBackoffMax)
+	pos("subscription_cooldown", s.SubscriptionCooldown)
+	pos("stop_timeout", s.StopTimeout)
+	if s.FailThreshold < 1 {
+		errs = append(errs, fmt.Errorf("fail_threshold must be at least 1, got %d", s.FailThreshold))
+	}
+	if s.ReconnectLimit < 1 {
+		errs = append(errs, fmt.Errorf("reconnect_limit must be at least 1, got %d", s.ReconnectLimit))
+	}
+	if s.CascadeAfter < 1 {
+		errs = append(errs, fmt.Errorf("cascade_after must be at least 1, got %d", s.CascadeAfter))
+	}
+	if s.FailOpenAfter < 1 {
+		errs = append(errs, fmt.Errorf("fail_open_after must be at least 1, got %d", s.FailOpenAfter))
+	}
+	if s.LoginRetries < 0 {
+		errs = append(errs, fmt.Errorf("login_retries must not be negative, got %d", s.LoginRetries))
+	}
+	return errors.Join(errs...)
+}
+
+// candidates is the rotation list, the preferred node first when it is not
+// among the configured candidates.
+func (s Settings) candidates() []string {
+	if len(s.Candidates) == 0 {
+		return []string{s.Node}
+	}
+	return s.Candidates
+}

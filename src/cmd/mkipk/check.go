@@ -72,7 +72,7 @@ func checkArchive(a *ipk.Archive) []error {
 		if arch != "all" {
 			bad("Architecture %s, want all", arch)
 		}
-		for _, f := range []string{luciMenu, luciACL} {
+		for _, f := range []string{luciMenu, luciACL, luciUcitrack} {
 			if m, ok := needFile(f, 0o644); ok && !json.Valid(m.Data) {
 				bad("%s is not valid JSON", f)
 			}

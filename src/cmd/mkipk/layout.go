@@ -162,7 +162,7 @@ func buildLuci(root, version string) (*ipk.Package, error) {
 			return nil, fmt.Errorf("%s/%s: %w", luciPackage, tree.src, err)
 		}
 	}
-	for _, must := range []string{luciMenu, luciACL} {
+	for _, must := range []string{luciMenu, luciACL, luciUcitrack} {
 		if !hasFile(p, must) {
 			return nil, fmt.Errorf("%s/root%s is missing", luciPackage, must)
 		}
@@ -176,8 +176,9 @@ func buildLuci(root, version string) (*ipk.Package, error) {
 }
 
 const (
-	luciMenu = "/usr/share/luci/menu.d/luci-app-surflare.json"
-	luciACL  = "/usr/share/rpcd/acl.d/luci-app-surflare.json"
+	luciMenu     = "/usr/share/luci/menu.d/luci-app-surflare.json"
+	luciACL      = "/usr/share/rpcd/acl.d/luci-app-surflare.json"
+	luciUcitrack = "/usr/share/ucitrack/luci-app-surflare.json"
 )
 
 // readScripts loads maintainer scripts from openwrt/ipk/.

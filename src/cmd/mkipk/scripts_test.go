@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,6 +361,70 @@ func TestInstallScriptLaptop(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dest, "etc", "config", "surflare.new")); err != nil {
 			t.Errorf("%s: no surflare.new: %v", c.init, err)
+		}
+	}
+}
+
+// The LuCI ACL is the only thing between a read-only LuCI user and a node
+// rotation: reads and writes must be split exactly as the daemon's methods
+// are, and hotplug (root's, from netifd) must not be reachable at all.
+func TestLuciACLSplitsReadFromWrite(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "luci-app-surflare/root", luciACL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acl map[string]struct {
+		Read, Write struct {
+			Ubus map[string][]string `json:"ubus"`
+			UCI  []string            `json:"uci"`
+		}
+	}
+	if err := json.Unmarshal(b, &acl); err != nil {
+		t.Fatal(err)
+	}
+	g, ok := acl[luciPackage]
+	if !ok {
+		t.Fatalf("no %s group: %s", luciPackage, b)
+	}
+	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+	if got, want := sorted(g.Read.Ubus["surflare"]), []string{"log", "nodes", "status", "token"}; !slices.Equal(got, want) {
+		t.Errorf("read ubus surflare %q, want %q", got, want)
+	}
+	if got, want := sorted(g.Write.Ubus["surflare"]), []string{"check", "diag", "probe", "reconnect", "reload", "rotate", "set_credentials"}; !slices.Equal(got, want) {
+		t.Errorf("write ubus surflare %q, want %q", got, want)
+	}
+	if !slices.Equal(g.Read.UCI, []string{"surflare"}) || !slices.Equal(g.Write.UCI, []string{"surflare"}) {
+		t.Errorf("uci read %q write %q, want surflare for both", g.Read.UCI, g.Write.UCI)
+	}
+	if strings.Contains(string(b), "hotplug") {
+		t.Error("the ACL exposes hotplug to LuCI users")
+	}
+
+	// Every menu entry is guarded by this ACL (through its parent) and
+	// points at a view under surflare/.
+	b, err = os.ReadFile(filepath.Join(repoRoot(t), "luci-app-surflare/root", luciMenu))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var menu map[string]struct {
+		Action struct {
+			Type string `json:"type"`
+			Path string `json:"path"`
+		} `json:"action"`
+		Depends struct {
+			ACL []string `json:"acl"`
+		} `json:"depends"`
+	}
+	if err := json.Unmarshal(b, &menu); err != nil {
+		t.Fatal(err)
+	}
+	top, ok := menu["admin/services/surflare"]
+	if !ok || !slices.Contains(top.Depends.ACL, luciPackage) {
+		t.Errorf("admin/services/surflare missing or not guarded by the ACL: %+v", top)
+	}
+	for path, e := range menu {
+		if path != "admin/services/surflare" && (e.Action.Type != "view" || !strings.HasPrefix(e.Action.Path, "surflare/")) {
+			t.Errorf("%s: action %+v, want a surflare/ view", path, e.Action)
 		}
 	}
 }

@@ -233,6 +233,9 @@ func TestJSONUsesUCINames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if byValue, _ := json.Marshal(*Default()); string(byValue) != string(b) {
+		t.Errorf("a Config by value marshals differently:\n%s\n%s", byValue, b)
+	}
 	var v struct {
 		Main struct {
 			CheckInterval string   `json:"check_interval"`

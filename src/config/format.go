@@ -44,7 +44,10 @@ func Equal(a, b *Config) bool { return bytes.Equal(Format(a), Format(b)) }
 // names users and LuCI know), sections in file order; repeated sections are
 // arrays whose elements carry their section name as ".name", like ubus's
 // uci object does. Durations are Go duration strings ("30s").
-func (c *Config) MarshalJSON() ([]byte, error) {
+//
+// It has a value receiver so a Config embedded by value marshals the same.
+func (cfg Config) MarshalJSON() ([]byte, error) {
+	c := &cfg
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, s := range c.singletons() {

@@ -96,6 +96,9 @@ func newNS(t *testing.T, role string) *testNS {
 		t.Fatal(err)
 	}
 	n.linkUp("lo")
+	// No duplicate address detection: IPv6 must work the moment links are up.
+	n.sysctl("net.ipv6.conf.default.accept_dad", "0")
+	n.sysctl("net.ipv6.conf.all.accept_dad", "0")
 	return n
 }
 

@@ -63,6 +63,12 @@ func newTopo(t *testing.T) *topo {
 	r.route("::/0", "fd00:2::1")
 	r.sysctl("net.ipv4.ip_forward", "1")
 	r.sysctl("net.ipv6.conf.all.forwarding", "1")
+	// This kernel has br_netfilter built in and new namespaces default to
+	// passing bridged frames through the IP hooks; OpenWrt does not (no
+	// kmod-br-netfilter), and with it on, tproxy's socket assignment made at
+	// the bridge layer is dropped before IP delivery (the SYN gets a RST).
+	r.sysctl("net.bridge.bridge-nf-call-iptables", "0")
+	r.sysctl("net.bridge.bridge-nf-call-ip6tables", "0")
 
 	in := tp.inet
 	in.addAddr("gw", gateway+"/24")

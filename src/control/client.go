@@ -38,11 +38,10 @@ func Call(ctx context.Context, path string, req Request) (*Response, error) {
 		return nil, fmt.Errorf("connecting to the daemon: %w", err)
 	}
 	defer conn.Close()
+	// Interrupt the I/O only once ctx is done, so the error then is always
+	// the context's (a socket deadline could fire a moment earlier).
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
-	}
 
 	b, err := json.Marshal(req)
 	if err != nil {

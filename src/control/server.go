@@ -134,15 +134,9 @@ func removeStale(path string) error {
 
 func serveConn(ctx context.Context, conn net.Conn, h Handler) {
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(readTimeout))
-	var req Request
-	dec := json.NewDecoder(io.LimitReader(conn, maxRequestBytes))
-	if err := dec.Decode(&req); err != nil {
-		reply(conn, Response{Error: "bad request: " + err.Error()})
-		return
-	}
-	if req.Cmd == "" {
-		reply(conn, Response{Error: "bad request: no cmd"})
+	req, err := readRequest(conn)
+	if err != nil {
+		reply(conn, Response{Error: err.Error()})
 		return
 	}
 	hctx, cancel := context.WithTimeout(ctx, handlerTimeout)
@@ -174,8 +168,25 @@ func call(ctx context.Context, h Handler, req Request) (resp Response) {
 	return resp
 }
 
+// readRequest reads one request, bounded in size and time.
+func readRequest(conn net.Conn) (Request, error) {
+	conn.SetReadDeadline(time.Now().Add(readTimeout))
+	var req Request
+	if err := json.NewDecoder(io.LimitReader(conn, maxRequestBytes)).Decode(&req); err != nil {
+		return req, fmt.Errorf("bad request: %w", err)
+	}
+	if req.Cmd == "" {
+		return req, errors.New("bad request: no cmd")
+	}
+	return req, nil
+}
+
+// refuse answers without running the command. It still reads the request
+// first: closing on a client that is writing would break its pipe instead
+// of telling it why.
 func refuse(conn net.Conn, msg string) {
 	defer conn.Close()
+	readRequest(conn)
 	reply(conn, Response{Error: msg})
 }
 

@@ -7,7 +7,7 @@
 SHELL   := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags 2>/dev/null || echo 0.1.0-$$(git rev-list --count HEAD 2>/dev/null || echo 0))
 ARCH    ?= x86_64
 BUILD   := build
 BIN     := $(BUILD)/$(ARCH)/surflare-watchdog
@@ -62,6 +62,7 @@ lint:
 	GOARCH=arm64 $(GO) vet ./...
 	GOARCH=arm $(GO) vet ./...
 	GOARCH=mipsle $(GO) vet ./...
+	sh scripts/shellcheck.sh
 
 ## demo: the daemon and its web UI against the simulated lab (needs root).
 demo:
@@ -72,13 +73,17 @@ demo:
 bench:
 	@echo "make bench: not built yet (issue: Benchmark)"; exit 1
 
-## ipk: OpenWrt packages for ARCH without an SDK.
+## ipk: OpenWrt packages for ARCH without an SDK (PKGARCH names the opkg architecture,
+## e.g. aarch64_cortex-a53; by default the generic one for ARCH).
+PKGARCH ?= $(ARCH)
 ipk: build
-	@echo "make ipk: not built yet (issue: OpenWrt integration)"; exit 1
+	@rm -f $(BUILD)/ipk/*.ipk
+	$(GO) run ./src/cmd/mkipk build --version $(VERSION) --arch $(PKGARCH) --bin $(BIN) --out $(BUILD)/ipk
 
-## install: laptop install (role laptop) with the service file for this init system.
+## install: laptop install (role laptop) with the service file for this init system
+## (DESTDIR, PREFIX and INIT=systemd|openrc|runit are honoured).
 install: build
-	@echo "make install: not built yet (issue: OpenWrt integration)"; exit 1
+	DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" INIT="$(INIT)" sh scripts/install.sh $(BIN)
 
 clean:
 	rm -rf $(BUILD)

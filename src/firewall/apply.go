@@ -70,6 +70,7 @@ func (f *Firewall) Apply(ctx context.Context, s Spec) (Changes, error) {
 	}
 	spec := s
 	f.lastSpec = &spec
+	f.removeBootLockFile()
 	f.log.Info("firewall applied", "changes", ch.String())
 	return ch, nil
 }
@@ -112,7 +113,14 @@ func (f *Firewall) stage(c *nftables.Conn, s Spec) (Changes, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(ch, vc...), nil
+	ch = append(ch, vc...)
+	// The boot lock hands over to the kill switch in the same batch: there is
+	// no moment with neither.
+	if t, ok := have[tableKey(famInet, TableBootLock)]; ok {
+		c.DelTable(t)
+		ch = append(ch, Change{Table: tableKey(famInet, TableBootLock), Action: "deleted (kill switch is up)"})
+	}
+	return ch, nil
 }
 
 // createTable queues a whole table.

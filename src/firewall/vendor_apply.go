@@ -17,6 +17,40 @@ func stageVendor(c *nftables.Conn, s Spec, vt *nftables.Table) (Changes, error) 
 	key := tableKey(famInet, TableVendor)
 	global := s.Mode == ModeGlobal
 	var ch Changes
+	// Sets first (rules reference them), deletions after the rules that
+	// referenced them are gone.
+	sets, err := c.GetSets(vt)
+	if err != nil {
+		return nil, fmt.Errorf("listing sets of %s: %w", key, err)
+	}
+	present := map[string]bool{}
+	for _, st := range sets {
+		present[st.Name] = true
+	}
+	var dropSets []setSpec
+	for _, vs := range vendorSets(s) {
+		switch {
+		case global && !present[vs.name]:
+			set := vs.nftSet(vt)
+			if err := c.AddSet(set, nil); err != nil {
+				return nil, fmt.Errorf("%s set %s: %w", key, vs.name, err)
+			}
+			if err := addElements(c, set, vs.elements()); err != nil {
+				return nil, err
+			}
+			ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: "created"})
+		case global:
+			d, err := stageSetContent(c, vt, vs)
+			if err != nil {
+				return nil, err
+			}
+			if d != "" {
+				ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: d})
+			}
+		case present[vs.name]:
+			dropSets = append(dropSets, vs)
+		}
+	}
 	chains, err := c.ListChainsOfTableFamily(famInet)
 	if err != nil {
 		return nil, fmt.Errorf("listing chains of %s: %w", key, err)
@@ -51,38 +85,9 @@ func stageVendor(c *nftables.Conn, s Spec, vt *nftables.Table) (Changes, error) 
 			ch = append(ch, Change{Table: key, Object: "chain " + kc.Name, Action: "our accepts removed"})
 		}
 	}
-	sets, err := c.GetSets(vt)
-	if err != nil {
-		return nil, fmt.Errorf("listing sets of %s: %w", key, err)
-	}
-	present := map[string]bool{}
-	for _, st := range sets {
-		present[st.Name] = true
-	}
-	for _, vs := range vendorSets(s) {
-		switch {
-		case global && !present[vs.name]:
-			set := vs.nftSet(vt)
-			if err := c.AddSet(set, nil); err != nil {
-				return nil, fmt.Errorf("%s set %s: %w", key, vs.name, err)
-			}
-			if err := addElements(c, set, vs.elements()); err != nil {
-				return nil, err
-			}
-			ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: "created"})
-		case global:
-			d, err := stageSetContent(c, vt, vs)
-			if err != nil {
-				return nil, err
-			}
-			if d != "" {
-				ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: d})
-			}
-		case present[vs.name]:
-			// Rules referencing it are deleted above, earlier in the batch.
-			c.DelSet(vs.nftSet(vt))
-			ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: "deleted"})
-		}
+	for _, vs := range dropSets {
+		c.DelSet(vs.nftSet(vt))
+		ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: "deleted"})
 	}
 	return ch, nil
 }

@@ -1,0 +1,358 @@
+package firewall
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"surflare-watchdog/src/route"
+)
+
+func newFW(ns *testNS, opts ...Option) *Firewall {
+	return New(append([]Option{WithNetNS(ns.fd()), WithBootLockFile("")}, opts...)...)
+}
+
+func ipRules(t *testing.T, ns *testNS, fam string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns.name, fam, "rule").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip rule: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func TestTeardownRemovesEverythingOfOurs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNS(t, "td")
+	addFakeVendor(t, ns)
+	vendorBefore := ns.nft("list", "table", "inet", "surflare")
+	fw := newFW(ns)
+	s := labSpec()
+	s.Mode = ModeGlobal
+	s.IPv6 = IPv6Proxy
+	if _, err := fw.Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.EnsureRouting(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.TraceStart(ctx, TraceFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := fw.Inspect(ctx)
+	if err != nil || !st.VendorExtended || !st.TraceTable || len(st.Tables) != 6 {
+		t.Fatalf("before teardown: %+v, %v", st, err)
+	}
+
+	ch, err := fw.Teardown(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := ns.nft("list", "tables"); !strings.Contains(out, "inet "+TableKillSwitch) || strings.Contains(out, TableTProxy) {
+		t.Fatalf("Teardown(keepKillSwitch) left: %s (changes %v)", out, ch)
+	}
+	if _, err := fw.Teardown(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if out := ns.nft("list", "ruleset"); strings.TrimSpace(out) != strings.TrimSpace(vendorBefore) {
+		t.Fatalf("after teardown the ruleset must be exactly the vendor's table:\n%s\n--- want\n%s", out, vendorBefore)
+	}
+	for _, fam := range []string{"-4", "-6"} {
+		if out := ipRules(t, ns, fam); strings.Contains(out, "fwmark") {
+			t.Fatalf("teardown left a fwmark rule:\n%s", out)
+		}
+	}
+	if ch, err := fw.Teardown(ctx, false); err != nil || !ch.Empty() {
+		t.Fatalf("second teardown = %v, %v; want nothing to do", ch, err)
+	}
+}
+
+func TestInspectFindsCrashLeftovers(t *testing.T) {
+	ctx := context.Background()
+	ns := newNS(t, "insp")
+	fw := newFW(ns)
+	st, err := fw.Inspect(ctx)
+	if err != nil || len(st.Problems()) != 0 || st.KillSwitch {
+		t.Fatalf("clean namespace: %+v %v, problems %v", st, err, st.Problems())
+	}
+	s := labSpec()
+	s.ProxyDown = true
+	if _, err := fw.Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.TraceStart(ctx, TraceFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	// A half-finished vendor disconnect: two copies of its rule.
+	for i := 0; i < 2; i++ {
+		if out, err := exec.Command("ip", "-n", ns.name, "rule", "add", "fwmark", "0x1", "lookup", "100").CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	st, err = fw.Inspect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.KillSwitch || !st.TProxyTombstoned || !st.TraceTable || !st.Routing[0].Duplicated() {
+		t.Fatalf("Inspect = %+v", st)
+	}
+	probs := strings.Join(st.Problems(), "\n")
+	for _, want := range []string{"tombstoned", "trace table", "2 duplicated ipv4 fwmark", "table 100 has no local default route", "nothing listens on the proxy port 10800"} {
+		if !strings.Contains(probs, want) {
+			t.Errorf("Problems() lacks %q:\n%s", want, probs)
+		}
+	}
+	h, err := route.Open(ns.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if n, err := h.Dedupe(ctx, route.IPv4); err != nil || n != 1 {
+		t.Fatalf("Dedupe = %d, %v", n, err)
+	}
+	if err := fw.TraceStop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.Apply(ctx, labSpec()); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = fw.Inspect(ctx)
+	if st.TProxyTombstoned || st.TraceTable || st.Routing[0].Duplicated() {
+		t.Fatalf("after repair: %+v", st)
+	}
+}
+
+func waitTable(ns *testNS, fam, name string, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	ok := eventually(d, func() bool {
+		_, err := ns.nftErr("list", "table", fam, name)
+		return err == nil
+	})
+	return time.Since(start), ok
+}
+
+func TestGuardReappliesAfterWipe(t *testing.T) {
+	ns := newNS(t, "guard")
+	fw := newFW(ns, WithGuardInterval(time.Hour)) // only events may repair
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fw.Guard(ctx, labSpec) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Guard: %v", err)
+		}
+	})
+	if _, ok := waitTable(ns, "inet", TableKillSwitch, 2*time.Second); !ok {
+		t.Fatal("Guard did not apply at start")
+	}
+	before := normalizeJSON(t, ns.nft("-j", "list", "ruleset"))
+
+	ns.nft("delete", "table", "inet", TableKillSwitch)
+	took, ok := waitTable(ns, "inet", TableKillSwitch, time.Second)
+	if !ok {
+		t.Fatal("kill switch not re-applied within a second of its deletion")
+	}
+	t.Logf("kill switch back after %v", took)
+
+	// fw4-style wipe of everything.
+	ns.nft("flush", "ruleset")
+	if !eventually(time.Second, func() bool {
+		return normalizeJSON(t, ns.nft("-j", "list", "ruleset")) == before
+	}) {
+		t.Fatalf("ruleset not restored within a second of a flush:\n%s", ns.nft("list", "ruleset"))
+	}
+	// A rule deleted from a chain of ours is noticed too.
+	out := ns.nft("-a", "list", "chain", "ip", TableTProxy, "prerouting")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "tproxy to") {
+			h := line[strings.LastIndex(line, "handle ")+len("handle "):]
+			ns.nft("delete", "rule", "ip", TableTProxy, "prerouting", "handle", strings.TrimSpace(h))
+		}
+	}
+	if !eventually(time.Second, func() bool {
+		return strings.Contains(ns.nft("list", "chain", "ip", TableTProxy, "prerouting"), "tproxy to")
+	}) {
+		t.Fatal("deleted tproxy rule not restored")
+	}
+	// A boot lock that reappears (fw4 re-including it) is removed.
+	runNFTScript(t, ns, "table inet "+TableBootLock+" {\n}\n")
+	if !eventually(time.Second, func() bool {
+		_, err := ns.nftErr("list", "table", "inet", TableBootLock)
+		return err != nil
+	}) {
+		t.Fatal("boot lock not removed while the kill switch is up")
+	}
+}
+
+func TestGlobalModeExtendsVendorTable(t *testing.T) {
+	ctx := context.Background()
+	tp := newTopo(t)
+	domestic := serveTCP(t, tp.inet, "tcp4", domesticWeb+":80", "domestic", false)
+	proxy := serveTCP(t, tp.router, "tcp4", "127.0.0.1:10800", "proxy", true)
+	addFakeVendor(t, tp.router)
+	tunnelRouting(t, tp.router, route.IPv4)
+	fw := newFW(tp.router)
+	rule := labSpec()
+	if _, err := fw.Apply(ctx, rule); err != nil {
+		t.Fatal(err)
+	}
+	// Rule mode: the (fake) vendor proxies the router's TCP to domestic hosts too.
+	if got, _ := dialTCP(tp.router, "tcp4", domesticWeb+":80", 0); got != "proxy" {
+		t.Fatalf("rule mode with the fake vendor: %q", got)
+	}
+	global := labSpec()
+	global.Mode = ModeGlobal
+	ch, err := fw.Apply(ctx, global)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ch.String(), "cn_direct accepts installed") {
+		t.Fatalf("changes %v", ch)
+	}
+	for _, chain := range []string{"output", "prerouting"} {
+		out := tp.router.nft("list", "chain", "inet", TableVendor, chain)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 4 || !strings.Contains(lines[3], "@"+SetVendorCNDirect) {
+			t.Fatalf("vendor chain %s does not start with our accept:\n%s", chain, out)
+		}
+	}
+	if got, _ := dialTCP(tp.router, "tcp4", domesticWeb+":80", 0); got != "domestic" {
+		t.Fatalf("global mode: cn_direct destination must go direct, got %q", got)
+	}
+	if ch, err := fw.Apply(ctx, global); err != nil || !ch.Empty() {
+		t.Fatalf("second global Apply = %v, %v", ch, err)
+	}
+	// The vendor reconnects (its table is recreated): Guard extends it again.
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go fw.Guard(gctx, func() Spec { return global })
+	tp.router.nft("delete", "table", "inet", TableVendor)
+	addFakeVendor(t, tp.router)
+	if !eventually(time.Second, func() bool {
+		return strings.Contains(tp.router.nft("list", "chain", "inet", TableVendor, "output"), SetVendorCNDirect)
+	}) {
+		t.Fatal("recreated vendor table not extended within a second")
+	}
+	cancel()
+	// Back to rule mode: our additions leave the vendor's table.
+	if _, err := fw.Apply(ctx, rule); err != nil {
+		t.Fatal(err)
+	}
+	if out := tp.router.nft("list", "table", "inet", TableVendor); strings.Contains(out, "sw_cn") {
+		t.Fatalf("rule mode left our additions in the vendor table:\n%s", out)
+	}
+	if len(domestic.conns()) != 1 || len(proxy.conns()) != 1 {
+		t.Fatalf("domestic %v proxy %v", domestic.conns(), proxy.conns())
+	}
+}
+
+func TestDomesticSyncMakesLANTrafficDirect(t *testing.T) {
+	ctx := context.Background()
+	tp := newTopo(t)
+	echo := serveTCP(t, tp.inet, "tcp4", echoHost+":80", "echo", false)
+	serveTCP(t, tp.router, "tcp4", "127.0.0.1:10800", "proxy", true)
+	tunnelRouting(t, tp.router, route.IPv4)
+	fw := newFW(tp.router)
+	if _, err := fw.Apply(ctx, labSpec()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); got != "proxy" {
+		t.Fatalf("before SmartDNS resolved it: %q", got)
+	}
+	// SmartDNS resolves a domestic name to echoHost and adds it to its target.
+	tp.router.nft("add", "element", "inet", TableKillSwitch, SetDomestic, "{ "+echoHost+" timeout 30m }")
+	n, err := fw.SyncDomestic(ctx, DomesticSource)
+	if err != nil || n != 1 {
+		t.Fatalf("SyncDomestic = %d, %v; want 1", n, err)
+	}
+	out := tp.router.nft("list", "set", "ip", TableTProxy, SetDomestic)
+	if !strings.Contains(out, echoHost+" timeout 30m") {
+		t.Fatalf("copy lacks the element with its timeout:\n%s", out)
+	}
+	if n, err := fw.SyncDomestic(ctx, DomesticSource); err != nil || n != 0 {
+		t.Fatalf("second SyncDomestic = %d, %v; want 0", n, err)
+	}
+	if got, _ := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); got != "echo" {
+		t.Fatalf("domestic address must go direct: %q", got)
+	}
+	if c := echo.conns(); len(c) != 1 || !strings.HasPrefix(c[0].remote, lanClient+":") {
+		t.Fatalf("echo saw %+v", c)
+	}
+}
+
+func TestMoatCountsRelayPathAnomalies(t *testing.T) {
+	ctx := context.Background()
+	tp := newTopo(t)
+	serveTCP(t, tp.inet, "tcp4", relayHost+":8443", "relay", false)
+	fw := newFW(tp.router)
+	if _, err := fw.Apply(ctx, labSpec()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dialTCP(tp.router, "tcp4", relayHost+":8443", int(MarkDirect)); got != "relay" {
+		t.Fatalf("relay: %q %v", got, err)
+	}
+	if _, err := dialTCP(tp.router, "tcp4", relayHost+":9", int(MarkDirect)); !isRefused(err) {
+		t.Fatalf("closed relay port: %v", err)
+	}
+	m, err := fw.MoatCounters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.SynOut != 2 || m.SynAckIn != 1 || m.RstIn != 1 || m.FinIn < 1 || m.SynIn != 0 {
+		t.Fatalf("moat = %+v; want 2 SYN out, 1 SYN-ACK, 1 RST, FIN ≥ 1", m)
+	}
+	if r := m.SynRatio(); r != 0.5 {
+		t.Fatalf("SynRatio = %v", r)
+	}
+}
+
+func TestTraceShowsWhereThePacketWasDropped(t *testing.T) {
+	ctx := context.Background()
+	tp := newTopo(t)
+	serveTCP(t, tp.inet, "tcp4", echoHost+":80", "echo", false)
+	fw := newFW(tp.router)
+	if _, err := fw.Apply(ctx, labSpec()); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.TraceStart(ctx, TraceFilter{Addr: mustAddr(echoHost), Port: 80}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	evs := make(chan TraceEvent, 256)
+	done := make(chan error, 1)
+	go func() {
+		done <- fw.ReadTrace(rctx, func(e TraceEvent) {
+			select {
+			case evs <- e:
+			default:
+			}
+		})
+	}()
+	time.Sleep(50 * time.Millisecond) // the reader joins the group
+	dialTCP(tp.router, "tcp4", echoHost+":80", 0)
+	found := false
+	deadline := time.After(2 * time.Second)
+	for !found {
+		select {
+		case e := <-evs:
+			t.Log(e)
+			found = e.Table == TableKillSwitch && e.Chain == "output" && e.Verdict == "drop" &&
+				e.Dst.String() == echoHost+":80" && e.Proto == 6
+		case <-deadline:
+			t.Fatal("no trace event showing the kill switch dropping the SYN")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.TraceStop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tp.router.nftErr("list", "table", "inet", TableTrace); err == nil {
+		t.Fatal("trace table still there after TraceStop")
+	}
+}

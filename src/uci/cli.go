@@ -192,19 +192,19 @@ func (r *run) cmd(argv []string) int {
 }
 
 // lookup is uci_lookup_ptr: parse the address, load the package, resolve.
-func (r *run) lookup(tuple string) (*Ref, *Package, error) {
-	ref, err := ParseRef(tuple)
+func (r *run) lookup(tuple string) (*ref, *Package, error) {
+	ptr, err := parseRef(tuple)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := r.store.Load(ref.Package)
+	p, err := r.store.Load(ptr.Package)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := ref.resolve(p.Config); err != nil {
+	if err := ptr.resolve(p.Config); err != nil {
 		return nil, nil, err
 	}
-	return ref, p, nil
+	return ptr, p, nil
 }
 
 func (r *run) packageCmd(cmd string, argv []string) int {
@@ -226,7 +226,7 @@ func (r *run) packageCmd(cmd string, argv []string) int {
 }
 
 func (r *run) packageCmdOne(cmd, tuple string) int {
-	ref, p, err := r.lookup(tuple)
+	ptr, p, err := r.lookup(tuple)
 	if err != nil {
 		r.perror(err)
 		return 1
@@ -247,15 +247,15 @@ func (r *run) packageCmdOne(cmd, tuple string) int {
 	case "export":
 		Export(r.out, p.Config, ExportOptions{Header: true, NameAnonymous: r.store.NameAnonymous})
 	case "show":
-		if !ref.complete {
+		if !ptr.complete {
 			r.perror(ErrNotFound)
 			return 1
 		}
 		switch {
-		case ref.o != nil:
-			r.showOption(p.Name, ref.s.Name, ref.o)
-		case ref.s != nil:
-			r.showSection(p.Name, ref.s.Name, ref.s)
+		case ptr.o != nil:
+			r.showOption(p.Name, ptr.s.Name, ptr.o)
+		case ptr.s != nil:
+			r.showSection(p.Name, ptr.s.Name, ptr.s)
 		default:
 			r.showPackage(p.Config)
 		}
@@ -267,42 +267,42 @@ func (r *run) sectionCmd(cmd string, argv []string) int {
 	if len(argv) != 2 {
 		return 255
 	}
-	ref, p, err := r.lookup(argv[1])
+	ptr, p, err := r.lookup(argv[1])
 	if err != nil {
 		r.perror(err)
 		return 1
 	}
-	if ref.HasValue && (cmd == "get" || cmd == "revert") {
+	if ptr.HasValue && (cmd == "get" || cmd == "revert") {
 		return 1
 	}
 	switch cmd {
 	case "get":
-		if !ref.complete {
+		if !ptr.complete {
 			r.perror(ErrNotFound)
 			return 1
 		}
-		if ref.o != nil {
-			r.showValue(ref.o, false)
-		} else if ref.s != nil {
-			r.out.WriteString(ref.s.Type + "\n")
+		if ptr.o != nil {
+			r.showValue(ptr.o, false)
+		} else if ptr.s != nil {
+			r.out.WriteString(ptr.s.Type + "\n")
 		}
 		return 0
 	case "revert":
-		option := ref.Option
+		option := ptr.Option
 		section := ""
-		if ref.hasSection() {
-			section = ref.Section
+		if ptr.hasSection() {
+			section = ptr.Section
 		}
 		r.store.Revert(p, section, option)
 		return 0
 	case "delete":
-		if ref.HasValue {
-			if _, n := cSscanfInt(ref.Value); n == 0 {
+		if ptr.HasValue {
+			if _, n := cSscanfInt(ptr.Value); n == 0 {
 				return 1
 			}
 		}
 	}
-	err = p.edit(cmd, ref)
+	err = p.edit(cmd, ptr)
 	if err == nil {
 		err = r.store.Save(p)
 	}

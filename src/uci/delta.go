@@ -100,7 +100,7 @@ func parseDeltaTuple(lex *lexer) (t deltaTuple, ok bool) {
 	if cmd != CmdChange {
 		arg = arg[1:]
 	}
-	r, err := ParseRef(arg)
+	r, err := parseRef(arg)
 	if err != nil || r.Section == "" || r.extended {
 		return t, false
 	}
@@ -129,7 +129,7 @@ func parseDeltaTuple(lex *lexer) (t deltaTuple, ok bool) {
 // applied (uci counts those to decide whether a commit has work to do);
 // deltas the replay itself records are returned too.
 func applyDelta(p *Config, d Delta) (applied bool, recorded []Delta) {
-	r := &Ref{Package: p.Name, Section: d.Section, Option: d.Option, Value: d.Value, HasValue: d.HasValue}
+	r := &ref{Package: p.Name, Section: d.Section, Option: d.Option, Value: d.Value, HasValue: d.HasValue}
 	if err := r.resolve(p); err != nil {
 		return false, nil
 	}

@@ -33,4 +33,3 @@ func (e Errno) Error() string {
 	return errnoText[ErrUnknown]
 }
 
-const errInval = ErrInval

@@ -5,9 +5,9 @@ import (
 	"strings"
 )
 
-// Ref is a parsed uci address, "package[.section[.option]][=value]", the
+// ref is a parsed uci address, "package[.section[.option]][=value]", the
 // way uci_parse_ptr splits it, plus what a lookup resolved it to.
-type Ref struct {
+type ref struct {
 	Package  string
 	Section  string // "" if absent; may be "@type[n]" before lookup
 	Option   string // "" if absent
@@ -22,11 +22,11 @@ type Ref struct {
 	complete bool // everything named was found
 }
 
-// ParseRef splits an address like uci_parse_ptr does: the value starts at
+// parseRef splits an address like uci_parse_ptr does: the value starts at
 // the first '=', the rest splits on '.'. It fails with ErrParse on a bad
 // package or option name, too many parts or a value with control bytes.
-func ParseRef(str string) (*Ref, error) {
-	r := &Ref{}
+func parseRef(str string) (*ref, error) {
+	r := &ref{}
 	if i := strings.IndexByte(str, '='); i >= 0 {
 		r.Value, r.HasValue = str[i+1:], true
 		str = str[:i]
@@ -59,12 +59,12 @@ func ParseRef(str string) (*Ref, error) {
 
 // hasSection reports whether the address names a section (uci's ptr->section
 // is non-NULL even when empty, e.g. "pkg.").
-func (r *Ref) hasSection() bool { return r.Section != "" || r.extended }
+func (r *ref) hasSection() bool { return r.Section != "" || r.extended }
 
 // resolve looks the section and option up in p, like uci_lookup_ptr with
 // extended syntax allowed. A malformed @-reference is ErrInval; something
 // not found just leaves the ref incomplete.
-func (r *Ref) resolve(p *Config) error {
+func (r *ref) resolve(p *Config) error {
 	r.p = p
 	r.s, r.o, r.complete = nil, nil, false
 	if !r.hasSection() {
@@ -125,9 +125,9 @@ type Delta struct {
 	HasValue bool // a remove without a value has none
 }
 
-// change applies one edit to a package the way libuci's list.c does it and
-// returns the delta it records (nil when nothing is recorded). record=false
-// is libuci's "internal" mode used when replaying delta files.
+// change applies edits to a package the way libuci's list.c does and
+// collects the deltas they record. record=false is libuci's "internal" mode,
+// used when replaying delta files.
 type change struct {
 	record bool
 	deltas []Delta
@@ -141,7 +141,7 @@ func (ch *change) add(d Delta) {
 
 // set is uci_set: create or update an option, create a named section or
 // change a section's type; an empty value deletes what exists.
-func (ch *change) set(r *Ref) error {
+func (ch *change) set(r *ref) error {
 	if !r.HasValue {
 		return ErrInval
 	}
@@ -187,7 +187,7 @@ func (ch *change) set(r *Ref) error {
 
 // remove is uci_delete: delete an option or section, or with a numeric
 // value one item of a list by index.
-func (ch *change) remove(r *Ref) error {
+func (ch *change) remove(r *ref) error {
 	if !r.complete {
 		return ErrNotFound
 	}
@@ -225,7 +225,7 @@ func (ch *change) remove(r *Ref) error {
 }
 
 // addList is uci_add_list: append an item, turning an option into a list.
-func (ch *change) addList(r *Ref) error {
+func (ch *change) addList(r *ref) error {
 	if r.s == nil || !r.HasValue {
 		return ErrInval
 	}
@@ -248,7 +248,7 @@ func (ch *change) addList(r *Ref) error {
 
 // delList is uci_del_list: remove every item equal to the value. The list
 // stays (possibly empty) until the file is written.
-func (ch *change) delList(r *Ref) error {
+func (ch *change) delList(r *ref) error {
 	if r.s == nil || !r.HasValue {
 		return ErrInval
 	}
@@ -268,7 +268,7 @@ func (ch *change) delList(r *Ref) error {
 
 // rename is uci_rename: rename an option or section; a renamed anonymous
 // section becomes named. The new name is not checked, as in uci.
-func (ch *change) rename(r *Ref) error {
+func (ch *change) rename(r *ref) error {
 	if !r.complete {
 		return ErrNotFound
 	}

@@ -26,13 +26,24 @@ func TestOracle(t *testing.T) {
 		n = atoiOr(s, n)
 	}
 	rng := rand.New(rand.NewSource(int64(atoiOr(os.Getenv("UCI_ORACLE_SEED"), 1))))
+	stats := map[string]int{}
+	defer func() { t.Logf("%d cases; cases containing: %v", n, stats) }()
 	for i := 0; i < n; i++ {
 		input := genConfig(rng)
 		cmds := genCommands(rng)
-		mine := oracleRun(t, "", input, cmds)
-		theirs := oracleRun(t, real, input, cmds)
+		var delta []byte
+		if rng.Intn(3) == 0 {
+			delta = genDelta(rng)
+		}
+		mine := oracleRun(t, "", input, delta, cmds)
+		theirs := oracleRun(t, real, input, delta, cmds)
+		for _, k := range []string{"Parse error (", "Entry not found", "Invalid argument", "exit 1", "exit 0", "changes p\np.", "='"} {
+			if strings.Contains(theirs, k) {
+				stats[k]++
+			}
+		}
 		if mine != theirs {
-			t.Fatalf("case %d differs\ninput: %q\ncommands: %q\n%s", i, input, cmds, firstDiff(mine, theirs))
+			t.Fatalf("case %d differs\ninput: %q\ndelta: %q\ncommands: %q\n%s", i, input, delta, cmds, firstDiff(mine, theirs))
 		}
 	}
 }
@@ -53,11 +64,18 @@ func atoiOr(s string, def int) int {
 
 // oracleRun applies commands to a fresh copy of input with either binary
 // ("" = this package) and returns a transcript of everything observable.
-func oracleRun(t *testing.T, bin string, input []byte, cmds [][]string) string {
+func oracleRun(t *testing.T, bin string, input, delta []byte, cmds [][]string) string {
 	tmp := t.TempDir()
 	conf, save := filepath.Join(tmp, "c"), filepath.Join(tmp, "s")
 	os.Mkdir(conf, 0o755)
 	os.WriteFile(filepath.Join(conf, "p"), input, 0o644)
+	os.WriteFile(filepath.Join(conf, "q"), []byte("config t 's1'\n\toption o1 'v'\n"), 0o600)
+	os.WriteFile(filepath.Join(conf, "has.dot"), []byte("config t\n"), 0o644)
+	os.Mkdir(filepath.Join(conf, "subdir"), 0o755)
+	if delta != nil {
+		os.Mkdir(save, 0o700)
+		os.WriteFile(filepath.Join(save, "p"), delta, 0o600)
+	}
 	var tr strings.Builder
 	for _, c := range cmds {
 		args := append([]string{"-c", conf, "-t", save}, c...)
@@ -81,8 +99,8 @@ func oracleRun(t *testing.T, bin string, input []byte, cmds [][]string) string {
 		tr.WriteString("$ " + strings.Join(c, " ") + "\n" + o.String() + "stderr: " + strings.ReplaceAll(e.String(), tmp, "TMP") + "exit " + itoaTest(code) + "\n")
 	}
 	data, _ := os.ReadFile(filepath.Join(conf, "p"))
-	delta, _ := os.ReadFile(filepath.Join(save, "p"))
-	tr.WriteString("file: " + string(data) + "\ndelta: " + string(delta))
+	deltaNow, _ := os.ReadFile(filepath.Join(save, "p"))
+	tr.WriteString("file: " + string(data) + "\ndelta: " + string(deltaNow))
 	return tr.String()
 }
 
@@ -97,8 +115,18 @@ var (
 
 func genConfig(rng *rand.Rand) []byte {
 	var sb strings.Builder
-	if rng.Intn(4) == 0 {
-		for i := rng.Intn(30); i > 0; i-- {
+	if rng.Intn(5) == 0 {
+		const alphabet = "config option list package c o l p \t\n\r\v\f'\"\\#;= abc_-.@[]\x00\x01\xc3\xa9"
+		for i := rng.Intn(300); i > 0; i-- {
+			sb.WriteByte(alphabet[rng.Intn(len(alphabet))])
+		}
+		return []byte(sb.String())
+	}
+	if rng.Intn(3) == 0 {
+		for i := rng.Intn(60); i > 0; i-- {
+			if rng.Intn(10) == 0 {
+				sb.WriteString(strings.Repeat("w", rng.Intn(80)))
+			}
 			sb.WriteString(genWords[rng.Intn(len(genWords))])
 			if rng.Intn(2) == 0 {
 				sb.WriteByte(' ')
@@ -176,8 +204,19 @@ func genCommands(rng *rand.Rand) [][]string {
 		case 13:
 			c = []string{"export", "p"}
 		}
-		cmds = append(cmds, append(append([]string{}, flags[rng.Intn(len(flags))]...), c...))
+		c = append(append([]string{}, flags[rng.Intn(len(flags))]...), c...)
+		switch rng.Intn(12) {
+		case 0:
+			c = append(c, []string{"-q", "-X", "-S", "-qX", "-n", "-N"}[rng.Intn(6)])
+		case 1:
+			c = []string{[]string{"show", "changes", "export", "commit", "-n export", "-d , show"}[rng.Intn(6)]}
+			c = strings.Fields(c[0])
+		case 2:
+			c = [][]string{{"-z", "show"}, {"show", "p", "-c"}, {"bogus", "p"}, {"help"}, {}, {"-q"}, {"get"}, {"show", "p", "q"}, {"-L", "show"}, {"SHOW", "q"}, {"-P", "/nonexistent", "commit", "q"}, {"--", "show", "q"}, {"-p", "/nonexistent", "show", "q"}, {"-s", "-S", "show", "p"}, {"-S", "-s", "show", "p"}}[rng.Intn(15)]
+		}
+		cmds = append(cmds, c)
 	}
+	cmds = append(cmds, []string{"changes"}, []string{"show"})
 	cmds = append(cmds, []string{"changes", "p"}, []string{"-S", "export", "p"}, []string{"show", "p"}, []string{"commit", "p"})
 	return cmds
 }
@@ -203,4 +242,36 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "(no line differs)"
+}
+
+// genDelta makes a delta file: mostly well-formed lines, some broken ones.
+func genDelta(rng *rand.Rand) []byte {
+	var sb strings.Builder
+	pre := []string{"", "+", "-", "@", "^", "|", "~", "x"}
+	secs := []string{"s1", "s2", "cfg0192bd", "cfg02796b", "@t[0]", "", "bad-name"}
+	opts := []string{"", "", "o1", "l1", "new"}
+	for i := rng.Intn(6); i > 0; i-- {
+		pkg := "p"
+		if rng.Intn(10) == 0 {
+			pkg = "q"
+		}
+		line := pre[rng.Intn(len(pre))] + pkg + "." + secs[rng.Intn(len(secs))]
+		if o := opts[rng.Intn(len(opts))]; o != "" {
+			line += "." + o
+		}
+		switch rng.Intn(4) {
+		case 0:
+		case 1:
+			line += "=" + quote(genVals[rng.Intn(len(genVals))])
+		case 2:
+			line += "=" + []string{"t", "t2", "r1", "0", "2", "-1"}[rng.Intn(6)]
+		case 3:
+			line += "=" + genWords[rng.Intn(len(genWords))]
+		}
+		if rng.Intn(8) == 0 {
+			line += " extra"
+		}
+		sb.WriteString(line + "\n")
+	}
+	return []byte(sb.String())
 }

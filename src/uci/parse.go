@@ -240,24 +240,24 @@ func (s *Section) addListItem(name, value string) *Option {
 // A malformed reference is an error; an index out of range gives nil.
 func (c *Config) lookupExtended(ref string) (*Section, error) {
 	if !strings.HasPrefix(ref, "@") {
-		return nil, errInval
+		return nil, ErrInval
 	}
 	rest := ref[1:]
 	lb := strings.IndexByte(rest, '[')
 	if lb < 0 {
-		return nil, errInval
+		return nil, ErrInval
 	}
 	typ, idxstr := rest[:lb], rest[lb+1:]
 	rb := strings.IndexByte(idxstr, ']')
 	if rb < 0 || rb != len(idxstr)-1 {
-		return nil, errInval
+		return nil, ErrInval
 	}
 	idx, ok := cStrtol(idxstr[:rb])
 	if !ok {
-		return nil, errInval
+		return nil, ErrInval
 	}
 	if typ != "" && !isType(typ) {
-		return nil, errInval
+		return nil, ErrInval
 	}
 	match := func(s *Section) bool { return typ == "" || s.Type == typ }
 	if idx < 0 {

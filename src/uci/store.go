@@ -368,15 +368,15 @@ func (st *Store) ListConfigs() ([]string, error) {
 
 // Edit applies one uci edit to a loaded package and keeps the change for
 // Save. op is one of "set", "add_list", "del_list", "delete", "rename",
-// "reorder"; ref is "package.section[.option][=value]" as on the uci
+// "reorder"; address is "package.section[.option][=value]" as on the uci
 // command line (the package part must name p).
-func (p *Package) Edit(op, ref string) error {
-	r, err := ParseRef(ref)
+func (p *Package) Edit(op, address string) error {
+	r, err := parseRef(address)
 	if err != nil {
 		return err
 	}
 	if r.Package != p.Name {
-		return fmt.Errorf("%w: %q is not in package %q", ErrInval, ref, p.Name)
+		return fmt.Errorf("%w: %q is not in package %q", ErrInval, address, p.Name)
 	}
 	if err := r.resolve(p.Config); err != nil {
 		return err
@@ -384,7 +384,7 @@ func (p *Package) Edit(op, ref string) error {
 	return p.edit(op, r)
 }
 
-func (p *Package) edit(op string, r *Ref) error {
+func (p *Package) edit(op string, r *ref) error {
 	ch := &change{record: true}
 	var err error
 	switch op {

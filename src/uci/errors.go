@@ -32,4 +32,3 @@ func (e Errno) Error() string {
 	}
 	return errnoText[ErrUnknown]
 }
-

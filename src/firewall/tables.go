@@ -22,6 +22,8 @@ const (
 	SetBypassSrc      = "bypass_src"          // addresses of bypass devices
 	SetVPNBypass      = "vpn_bypass"          // the same addresses, in dns_enforce
 	SetPrivate        = "private"
+	SetPrivate4       = "private4"
+	SetPrivate6       = "private6"
 	SetCNDirect       = "cn_direct"
 	SetBlockedDoH     = "blocked_doh"
 	SetRelays4        = "relays4"
@@ -113,6 +115,7 @@ func killSwitchTable(s Spec) tableSpec {
 		counters: []string{CounterBlockedOut, CounterBlockedV6, CounterUnroutedMark}}
 	t.sets = []setSpec{
 		{name: SetEndpoints4, kind: kindIPv4, interval: true, ranges: prefixesOf(append(append([]netip.Prefix(nil), s.Relays...), s.APIEndpoints...), false)},
+		{name: SetPrivate4, kind: kindIPv4, interval: true, ranges: prefixesOf(s.Private, false)},
 		{name: SetDNSDirect4, kind: kindIPv4, addrs: hostAddrs(s.DNSDirect, false)},
 		{name: SetCNDirect4, kind: kindIPv4, interval: true, ranges: prefixesOf(s.CNDirect4, false)},
 		{name: SetDomestic, kind: kindIPv4, timeout: DomesticTimeout, synced: true},
@@ -120,6 +123,7 @@ func killSwitchTable(s Spec) tableSpec {
 	if v6 {
 		t.sets = append(t.sets,
 			setSpec{name: SetEndpoints6, kind: kindIPv6, interval: true, ranges: prefixesOf(append(append([]netip.Prefix(nil), s.Relays...), s.APIEndpoints...), true)},
+			setSpec{name: SetPrivate6, kind: kindIPv6, interval: true, ranges: prefixesOf(s.Private, true)},
 			setSpec{name: SetDNSDirect6, kind: kindIPv6, addrs: hostAddrs(s.DNSDirect, true)},
 			setSpec{name: SetCNDirect6, kind: kindIPv6, interval: true, ranges: prefixesOf(s.CNDirect6, true)},
 		)
@@ -152,6 +156,12 @@ func killSwitchTable(s Spec) tableSpec {
 	)
 	if v6 {
 		out = append(out, r("out-endpoints6").addrLookup(true, false, SetEndpoints6).accept())
+	}
+	// Private destinations are the local network (a laptop's printer, the
+	// router's modem): not the internet, nothing to leak to.
+	out = append(out, r("out-private4").addrLookup(false, false, SetPrivate4).accept())
+	if v6 {
+		out = append(out, r("out-private6").addrLookup(true, false, SetPrivate6).accept())
 	}
 	out = append(out,
 		r("out-dhcp-client").nfproto(false).port(unix.IPPROTO_UDP, true, 68).port(unix.IPPROTO_UDP, false, 67).accept(),

@@ -226,6 +226,8 @@ func parseTrace(m netlink.Message) (TraceEvent, bool) {
 				}
 				return nil
 			})
+		case unix.NFTA_TRACE_POLICY:
+			ev.Verdict = verdictName(int32(ad.Uint32()))
 		case unix.NFTA_TRACE_ID:
 			ev.ID = ad.Uint32()
 		case unix.NFTA_TRACE_IIF:

@@ -102,9 +102,18 @@ func addObserve(ns netns.NsHandle) error {
 		Name: "postrouting", Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityFilter,
 	})
+	// Relays dial exits inside the internet: a black-holed exit must also
+	// swallow those (locally generated) packets.
+	out := c.AddChain(&nftables.Chain{
+		Name: "output", Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRaw,
+	})
 	rule := func(ch *nftables.Chain, e ...[]expr.Any) {
 		c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: cat(e...)})
 	}
+	rule(out, nfproto(unix.NFPROTO_IPV4), daddr(netip.Prefix{}, true),
+		[]expr.Any{&expr.Lookup{SourceRegister: 1, SetName: setBlackhole, SetID: hole.ID}},
+		objref(counterHole), verdict(expr.VerdictDrop))
 	rule(pre, ifname(expr.MetaKeyIIFNAME, IfISP), jump(chainWANIn))
 	rule(post, ifname(expr.MetaKeyOIFNAME, IfISP), jump(chainLoss))
 

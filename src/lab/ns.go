@@ -153,6 +153,12 @@ func sysctl(ns netns.NsHandle, kv map[string]string) error {
 	return inNS(ns, func() error {
 		for k, v := range kv {
 			p := "/proc/sys/" + strings.ReplaceAll(k, ".", "/")
+			if strings.HasPrefix(k, "net.bridge.") {
+				// Only present when br_netfilter is; absent is what we want.
+				if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+			}
 			if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
 				return fmt.Errorf("sysctl %s=%s: %w", k, v, err)
 			}

@@ -150,11 +150,17 @@ func (l *Lab) runCase(ctx context.Context, c selfCase, home Node) Check {
 }
 
 func selfCases(home Node) []selfCase {
+	// reconnect is the manual recovery; it retries for a few seconds
+	// because the fakes see a fault's removal only at their next re-read.
 	reconnect := func(ctx context.Context, l *Lab) error {
-		if err := l.Reconnect(ctx, home.Name); err != nil {
-			return err
+		var err error
+		for range 20 {
+			if err = l.Reconnect(ctx, home.Name); err == nil {
+				return l.InstallLANTProxy()
+			}
+			time.Sleep(250 * time.Millisecond)
 		}
-		return l.InstallLANTProxy()
+		return err
 	}
 	cli := func(args ...string) func(ctx context.Context, l *Lab) (string, error) {
 		return func(ctx context.Context, l *Lab) (string, error) { return l.Surflare(ctx, args...) }

@@ -56,6 +56,14 @@ var (
 		// netifd would restore them.
 		"net.ipv6.conf.all.keep_addr_on_down":     "1",
 		"net.ipv6.conf.default.keep_addr_on_down": "1",
+		// This kernel has br_netfilter built in, and it runs the IP hooks
+		// for bridged frames in the bridge's context (call-iptables=1 in
+		// every new namespace). A tproxy socket assigned there is lost, so
+		// LAN TCP through br-lan gets a RST instead of the proxy. OpenWrt
+		// does not load br_netfilter; turn it off for this namespace.
+		"net.bridge.bridge-nf-call-iptables":  "0",
+		"net.bridge.bridge-nf-call-ip6tables": "0",
+		"net.bridge.bridge-nf-call-arptables": "0",
 	}
 )
 

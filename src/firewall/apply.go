@@ -70,7 +70,6 @@ func (f *Firewall) Apply(ctx context.Context, s Spec) (Changes, error) {
 	}
 	spec := s
 	f.lastSpec = &spec
-	f.removeBootLockFile()
 	f.log.Info("firewall applied", "changes", ch.String())
 	return ch, nil
 }

@@ -39,7 +39,6 @@ type Firewall struct {
 	fw4MinGap     time.Duration
 
 	guardInterval time.Duration
-	bootLockFile  *string
 	lastSpec      *Spec // last Spec applied successfully (for logs and Guard)
 }
 

@@ -2,7 +2,9 @@ package firewall
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +13,7 @@ import (
 )
 
 func newFW(ns *testNS, opts ...Option) *Firewall {
-	return New(append([]Option{WithNetNS(ns.fd()), WithBootLockFile("")}, opts...)...)
+	return New(append([]Option{WithNetNS(ns.fd())}, opts...)...)
 }
 
 func ipRules(t *testing.T, ns *testNS, fam string) string {
@@ -354,5 +356,71 @@ func TestTraceShowsWhereThePacketWasDropped(t *testing.T) {
 	}
 	if _, err := tp.router.nftErr("list", "table", "inet", TableTrace); err == nil {
 		t.Fatal("trace table still there after TraceStop")
+	}
+}
+
+// repoRoot walks up to the directory holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+func TestBootLockHandsOverAndExpires(t *testing.T) {
+	ctx := context.Background()
+	lock, err := os.ReadFile(filepath.Join(repoRoot(t), "files", "usr", "share", "surflare", "boot-lock.nft"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := newTopo(t)
+	echo := serveTCP(t, tp.inet, "tcp4", echoHost+":80", "echo", false)
+	if got, _ := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); got != "echo" {
+		t.Fatal("baseline failed")
+	}
+	// Locked: neither the router nor the LAN reaches the internet.
+	runNFTScript(t, tp.router, string(lock))
+	if _, err := dialTCP(tp.router, "tcp4", echoHost+":80", 0); err == nil {
+		t.Error("boot lock let the router out")
+	}
+	if _, err := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); err == nil {
+		t.Error("boot lock let the LAN out")
+	}
+	// The kill switch replaces it in one batch.
+	fw := newFW(tp.router)
+	ch, err := fw.Apply(ctx, labSpec())
+	if err != nil || !strings.Contains(ch.String(), "surflare_boot_lock: deleted") {
+		t.Fatalf("Apply = %v, %v; want the boot lock deleted with it", ch, err)
+	}
+	if _, err := tp.router.nftErr("list", "table", "inet", TableBootLock); err == nil {
+		t.Fatal("boot lock still there")
+	}
+	if _, err := fw.Teardown(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	// Without a daemon it unlocks itself: the same file with a 1 s lifetime.
+	runNFTScript(t, tp.router, strings.ReplaceAll(string(lock), "timeout 120s", "timeout 1s"))
+	if _, err := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); err == nil {
+		t.Error("boot lock let the LAN out")
+	}
+	if !eventually(3*time.Second, func() bool {
+		got, _ := dialTCP(tp.lan, "tcp4", echoHost+":80", 0)
+		return got == "echo"
+	}) {
+		t.Fatal("boot lock did not expire")
+	}
+	if n := len(echo.conns()); n != 2 {
+		t.Fatalf("echo host saw %d connections, want the baseline and the one after expiry", n)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
@@ -53,7 +52,6 @@ func (f *Firewall) Teardown(ctx context.Context, keepKillSwitch bool) (Changes, 
 			return nil, fmt.Errorf("tearing down firewall (%s): %w", ch, err)
 		}
 	}
-	f.removeBootLockFile()
 	rc, err := f.teardownRouting(ctx)
 	ch = append(ch, rc...)
 	if err != nil {
@@ -101,34 +99,6 @@ func (f *Firewall) teardownRouting(ctx context.Context) (Changes, error) {
 		}
 	}
 	return ch, errors.Join(errs...)
-}
-
-// DefaultBootLockFile is where the early init script writes the boot lock
-// that fw4 also includes (through a symlink in /usr/share/nftables.d): once
-// the kill switch is up the daemon deletes it, so an fw4 reload cannot bring
-// the lock back.
-const DefaultBootLockFile = "/var/run/surflare-watchdog/boot-lock.nft"
-
-// WithBootLockFile overrides DefaultBootLockFile ("" = none; tests).
-func WithBootLockFile(path string) Option { return func(f *Firewall) { f.bootLockFile = &path } }
-
-func (f *Firewall) bootLockPath() string {
-	if f.bootLockFile != nil {
-		return *f.bootLockFile
-	}
-	return DefaultBootLockFile
-}
-
-func (f *Firewall) removeBootLockFile() {
-	p := f.bootLockPath()
-	if p == "" {
-		return
-	}
-	if err := os.Remove(p); err == nil {
-		f.log.Info("boot lock file removed", "path", p)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		f.log.Warn("cannot remove boot lock file", "path", p, "err", err)
-	}
 }
 
 // EnsureRouting installs the tunnel routing the LAN tproxy needs (fwmark

@@ -29,8 +29,8 @@ func TestParseContractLines(t *testing.T) {
 		t.Fatalf("contract timeout line: kind %v, want Matched", kind)
 	}
 	want := Line{
-		Time:  time.Date(2026, 11, 29, 14, 3, 11, 0, time.UTC),
-		Node:  "Dallas", Transit: "Tokyo",
+		Time: time.Date(2026, 11, 29, 14, 3, 11, 0, time.UTC),
+		Node: "Dallas", Transit: "Tokyo",
 		Error: `Get "https://cp.cloudflare.com/generate_204": context deadline exceeded`,
 	}
 	if !l.Time.Equal(want.Time) || l.Node != want.Node || l.Transit != want.Transit || l.Error != want.Error {

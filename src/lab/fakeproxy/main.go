@@ -93,6 +93,9 @@ func run() error {
 	if p.node == "" {
 		p.node = lab.Nodes[0].Name
 	}
+	if st.Mode != "global" {
+		p.direct = []netip.Prefix{lab.DomesticNet}
+	}
 	if p.transit == "" {
 		p.transit = fakes.TransitAuto
 	}
@@ -105,8 +108,8 @@ func run() error {
 		log.Error(0, 0, "inbound/tproxy[tproxy-in]: "+err.Error())
 		return err
 	}
-	log.Info(fmt.Sprintf("surflare-proxy started: pid=%d node=%q transit=%s listen=%s nofile=%d",
-		os.Getpid(), p.node, p.transit, listenAddr, nofile))
+	log.Info(fmt.Sprintf("surflare-proxy started: pid=%d node=%q transit=%s mode=%s listen=%s nofile=%d",
+		os.Getpid(), p.node, p.transit, st.Mode, listenAddr, nofile))
 	go p.urltestLoop(ctx)
 	p.serve(ctx, ln)
 	log.Info("surflare-proxy stopped")

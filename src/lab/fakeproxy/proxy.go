@@ -26,6 +26,9 @@ type proxy struct {
 	nodes     []string // urltest candidates
 	node      string   // current exit
 	transit   string   // relay name or fakes.TransitAuto
+	// direct are destinations sent without the tunnel (rule mode: the
+	// domestic network, like sing-box's geoip-cn -> direct rule).
+	direct []netip.Prefix
 
 	faults *fakes.Watcher
 	log    *logFile
@@ -115,7 +118,7 @@ func (p *proxy) handle(ctx context.Context, c net.Conn, self netip.AddrPort) {
 	var up net.Conn
 	var err error
 	route := "direct"
-	if f.DomesticExit {
+	if f.DomesticExit || p.isDirect(dst.Addr()) {
 		d := p.dialer(f)
 		d.Timeout = p.handshakeTimeout
 		up, err = d.DialContext(ctx, "tcp", dst.String())
@@ -186,4 +189,13 @@ func (p *proxy) openTunnel(ctx context.Context, f fakes.Faults, node, transit, d
 		return nil, fmt.Errorf("unknown transit %q", transit)
 	}
 	return nil, errors.Join(errs...)
+}
+
+func (p *proxy) isDirect(a netip.Addr) bool {
+	for _, pfx := range p.direct {
+		if pfx.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -424,3 +424,52 @@ func TestBootLockHandsOverAndExpires(t *testing.T) {
 		t.Fatalf("echo host saw %d connections, want the baseline and the one after expiry", n)
 	}
 }
+
+func TestFW4MasqueradeDetectedAndReloaded(t *testing.T) {
+	ctx := context.Background()
+	ns := newNS(t, "fw4")
+	fw4 := `table inet fw4 {
+	chain srcnat {
+		type nat hook postrouting priority srcnat; policy accept;
+		oifname "wan" jump srcnat_wan
+	}
+
+	chain srcnat_wan {
+		meta nfproto ipv4 masquerade
+	}
+}
+`
+	reloads := 0
+	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	fw := newFW(ns, WithClock(clk), WithRunner(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		reloads++
+		runNFTScript(t, ns, fw4) // what `fw4 reload` does: rewrite its table
+		return nil, nil
+	}))
+	if st, err := fw.CheckMasquerade(ctx); err != nil || st.FW4Present {
+		t.Fatalf("no fw4: %+v, %v", st, err)
+	}
+	runNFTScript(t, ns, fw4)
+	if st, err := fw.CheckMasquerade(ctx); err != nil || !st.FW4Present || !st.Masquerade {
+		t.Fatalf("fw4 with masquerade: %+v, %v", st, err)
+	}
+	if ok, err := fw.RecoverMasquerade(ctx); ok || err != nil || reloads != 0 {
+		t.Fatalf("healthy fw4 was reloaded: %v %v %d", ok, err, reloads)
+	}
+	ns.nft("flush", "chain", "inet", "fw4", "srcnat_wan")
+	st, _ := fw.Inspect(ctx)
+	if !strings.Contains(strings.Join(st.Problems(), "\n"), "no masquerade") {
+		t.Fatalf("Inspect problems %v", st.Problems())
+	}
+	if ok, err := fw.RecoverMasquerade(ctx); !ok || err != nil || reloads != 1 {
+		t.Fatalf("RecoverMasquerade = %v, %v (reloads %d)", ok, err, reloads)
+	}
+	if st, _ := fw.CheckMasquerade(ctx); !st.Masquerade {
+		t.Fatal("masquerade not back after the reload")
+	}
+	ns.nft("flush", "chain", "inet", "fw4", "srcnat_wan")
+	clk.now = clk.now.Add(10 * time.Second)
+	if ok, _ := fw.RecoverMasquerade(ctx); ok || reloads != 1 {
+		t.Fatalf("second reload within the gap was not rate-limited (reloads %d)", reloads)
+	}
+}

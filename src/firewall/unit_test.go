@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+
+	"surflare-watchdog/src/route"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -290,5 +293,28 @@ func TestGuardEventClassification(t *testing.T) {
 		if got := relevant(c.ev) != ""; got != c.want {
 			t.Errorf("case %d (%v %+v): relevant = %v", i, c.ev.Type, c.ev.Data, got)
 		}
+	}
+}
+
+func TestBypassResolution(t *testing.T) {
+	leases := ParseDHCPLeases(strings.NewReader(`1764430000 02:00:00:00:01:0b 198.18.1.11 tv 01:02:00:00:00:01:0b
+garbage
+1764430000 zz:zz 198.18.1.12 x *
+1764430000 02:00:00:00:01:0c 198.18.1.12 phone *
+`))
+	if len(leases) != 2 || leases["02:00:00:00:01:0b"][0] != mustAddr("198.18.1.11") {
+		t.Fatalf("leases = %v", leases)
+	}
+	neigh := []route.Neighbour{
+		{Dev: "br-lan", IP: mustAddr("fd00:1::b"), MAC: mustMAC("02:00:00:00:01:0b")},
+		{Dev: "br-lan", IP: mustAddr("fe80::b"), MAC: mustMAC("02:00:00:00:01:0b")},
+		{Dev: "br-lan", IP: mustAddr("198.18.1.99"), MAC: mustMAC("02:00:00:00:01:99")},
+	}
+	devs := ResolveBypass([]Device{{Name: "tv", MAC: mustMAC("02:00:00:00:01:0b")}, {Name: "fixed", IPs: []netip.Addr{mustAddr("198.18.1.50")}}}, leases, neigh)
+	if got := fmt.Sprint(devs[0].IPs); got != "[198.18.1.11 fd00:1::b]" {
+		t.Errorf("tv addresses = %s", got)
+	}
+	if got := fmt.Sprint(devs[1].IPs); got != "[198.18.1.50]" {
+		t.Errorf("fixed addresses = %s", got)
 	}
 }

@@ -1,0 +1,499 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/route"
+)
+
+func init() {
+	register(&command{
+		name:    "firewall",
+		summary: "show, apply, inspect or remove the watchdog's nftables tables",
+		run: func(ctx context.Context, args []string) int {
+			return firewallMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+	register(&command{
+		name:    "teardown",
+		summary: "remove every table, set, rule and route of the watchdog",
+		run: func(ctx context.Context, args []string) int {
+			return teardownMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+	register(&command{
+		name:    "routes",
+		summary: "update the cn_direct (chnroute) files from APNIC",
+		run: func(ctx context.Context, args []string) int {
+			return routesMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+const firewallUsage = `Usage: surflare-watchdog firewall plan|apply|teardown|status|trace [flags]
+
+  plan      print the ruleset the config gives, in nft syntax (changes nothing)
+  apply     make the kernel hold that ruleset (idempotent) and the tunnel routing
+  teardown  remove the watchdog's tables and routing (--keep-kill-switch: all but the kill switch)
+  status    what is installed, what a crash left behind, counters
+  trace     start [--addr A] [--port N] [--all] | stop | watch [--for D]: nftrace diagnostics
+
+apply, teardown, status and trace act on the current network namespace.
+Run 'surflare-watchdog firewall SUBCOMMAND --help' for the flags.
+`
+
+func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, firewallUsage)
+		return exitUsage
+	}
+	rest := args[1:]
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, firewallUsage)
+		return exitOK
+	case "plan":
+		return firewallPlan(rest, stdout, stderr)
+	case "apply":
+		return firewallApply(ctx, rest, stdout, stderr)
+	case "teardown":
+		return firewallTeardown(ctx, "firewall teardown", rest, stdout, stderr, true)
+	case "status":
+		return firewallStatus(ctx, rest, stdout, stderr)
+	case "trace":
+		return firewallTrace(ctx, rest, stdout, stderr)
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog firewall: unknown subcommand %q\n\n%s", args[0], firewallUsage)
+	return exitUsage
+}
+
+// parseFlags parses and turns -h and bad flags into exit codes (ok=false).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return exitOK, true
+}
+
+// specFlags are the flags every subcommand that builds a Spec takes.
+type specFlags struct {
+	config, leases *string
+}
+
+func addSpecFlags(fs *flag.FlagSet) specFlags {
+	return specFlags{
+		config: fs.String("config", config.DefaultPath, "the UCI `file` to read"),
+		leases: fs.String("leases", firewall.DHCPLeasesFile, "dnsmasq lease `file` mapping bypass MACs to addresses"),
+	}
+}
+
+// buildSpec reads the config and the chnroute files into a firewall.Spec.
+// neigh adds addresses of bypass devices from the neighbour table (nil: none).
+func buildSpec(sf specFlags, neigh []route.Neighbour, stderr io.Writer) (firewall.Spec, error) {
+	c, warns, err := config.Load(*sf.config)
+	if err != nil {
+		return firewall.Spec{}, err
+	}
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %v\n", w)
+	}
+	s, err := specFromConfig(c, stderr)
+	if err != nil {
+		return s, err
+	}
+	leases := map[string][]netip.Addr{}
+	if f, err := os.Open(*sf.leases); err == nil {
+		leases = firewall.ParseDHCPLeases(f)
+		f.Close()
+	}
+	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neigh)
+	return s, s.Validate()
+}
+
+// specFromConfig maps the typed config onto the firewall's declarative input.
+// Relays are not in the config (the vendor decides them): the daemon adds
+// them; from the CLI only the configured endpoints are allowed through.
+func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
+	s := firewall.DefaultSpec()
+	if c.Main.Role.Resolve(config.OpenWrtRelease) == config.RoleLaptop {
+		s.Role = firewall.RoleLaptop
+	}
+	if c.Main.Mode == config.ModeGlobal {
+		s.Mode = firewall.ModeGlobal
+	}
+	if c.Main.IPv6 == config.IPv6Proxy {
+		s.IPv6 = firewall.IPv6Proxy
+	}
+	s.LANIf = c.Main.LANInterface
+	if len(c.Main.Private) > 0 {
+		s.Private = c.Main.Private
+	}
+	s.APIEndpoints = c.Main.Endpoints
+	s.DNSDirect = c.DNS.DomesticUpstreams
+	for _, a := range c.DNS.BlockedDoH {
+		s.BlockedDoH = append(s.BlockedDoH, netip.PrefixFrom(a, a.BitLen()))
+	}
+	for _, b := range c.Bypass {
+		s.Bypass = append(s.Bypass, firewall.Device{Name: b.Name, MAC: b.MAC, IPs: b.IPs})
+	}
+	if c.Vendor.ProxyPort != 0 {
+		s.ProxyPort = c.Vendor.ProxyPort
+	}
+	if c.DNS.LocalResolverPort != 0 {
+		s.LocalResolverPort = c.DNS.LocalResolverPort
+	}
+	var err error
+	if s.CNDirect4, err = loadChnroute(c.Paths.ChnrouteV4, stderr); err != nil {
+		return s, err
+	}
+	if s.CNDirect6, err = loadChnroute(c.Paths.ChnrouteV6, stderr); err != nil {
+		return s, err
+	}
+	v4, v6 := firewall.SplitFamilies(append(s.CNDirect4, s.CNDirect6...))
+	s.CNDirect4, s.CNDirect6 = v4, v6
+	return s, nil
+}
+
+// loadChnroute reads one chnroute file; a missing file is a warning (the
+// first `routes update` creates it), a broken one an error.
+func loadChnroute(path string, stderr io.Writer) ([]netip.Prefix, error) {
+	if path == "" {
+		return nil, nil
+	}
+	ps, err := firewall.LoadChnroute(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "warning: %s does not exist (run 'surflare-watchdog routes update'); cn_direct is empty\n", path)
+		return nil, nil
+	}
+	return ps, err
+}
+
+func firewallPlan(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("firewall plan", flag.ContinueOnError)
+	sf := addSpecFlags(fs)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	s, err := buildSpec(sf, nil, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall plan: %v\n", err)
+		return exitFailure
+	}
+	text, err := firewall.Render(s)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall plan: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprint(stdout, text)
+	return exitOK
+}
+
+func neighbours(ctx context.Context) []route.Neighbour {
+	h, err := route.Open(netns.None())
+	if err != nil {
+		return nil
+	}
+	defer h.Close()
+	n, _ := h.Neighbours(ctx, "")
+	return n
+}
+
+func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("firewall apply", flag.ContinueOnError)
+	sf := addSpecFlags(fs)
+	noRouting := fs.Bool("no-routing", false, "leave the fwmark rule and table 100 alone")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	s, err := buildSpec(sf, neighbours(ctx), stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall apply: %v\n", err)
+		return exitFailure
+	}
+	fw := firewall.New()
+	ch, err := fw.Apply(ctx, s)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall apply: %v\n", err)
+		return exitFailure
+	}
+	if !*noRouting {
+		rc, err := fw.EnsureRouting(ctx, s)
+		ch = append(ch, rc...)
+		if err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall apply: tunnel routing: %v\n", err)
+			return exitFailure
+		}
+	}
+	printChanges(stdout, ch)
+	return exitOK
+}
+
+func printChanges(w io.Writer, ch firewall.Changes) {
+	if ch.Empty() {
+		fmt.Fprintln(w, "no changes")
+		return
+	}
+	for _, c := range ch {
+		fmt.Fprintln(w, c)
+	}
+}
+
+func teardownMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return firewallTeardown(ctx, "teardown", args, stdout, stderr, false)
+}
+
+func firewallTeardown(ctx context.Context, name string, args []string, stdout, stderr io.Writer, allowKeep bool) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	keep := new(bool)
+	if allowKeep {
+		keep = fs.Bool("keep-kill-switch", false, "leave inet killswitch armed (stop without opening the gates)")
+	}
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	ch, err := firewall.New().Teardown(ctx, *keep)
+	printChanges(stdout, ch)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", name, err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func firewallStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("firewall status", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	fw := firewall.New()
+	st, err := fw.Inspect(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall status: %v\n", err)
+		return exitFailure
+	}
+	out := struct {
+		firewall.State
+		Problems   []string          `json:"problems"`
+		KillSwitch map[string]uint64 `json:"kill_switch_counters,omitempty"`
+		Moat       *firewall.Moat    `json:"moat,omitempty"`
+	}{State: st, Problems: st.Problems()}
+	if st.KillSwitch {
+		out.KillSwitch, _ = fw.KillSwitchCounters(ctx)
+	}
+	if m, err := fw.MoatCounters(ctx); err == nil {
+		out.Moat = &m
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(out)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "tables: %s\n", orNone(strings.Join(st.Tables, ", ")))
+	fmt.Fprintf(stdout, "kill switch: %s\n", map[bool]string{true: "armed", false: "NOT armed"}[st.KillSwitch])
+	fmt.Fprintf(stdout, "vendor table: %v (extended for global mode: %v)\n", st.VendorTable, st.VendorExtended)
+	for _, r := range st.Routing {
+		fmt.Fprintf(stdout, "%s tunnel routing: %d fwmark rule(s), table %d local route: %v\n", r.Family, len(r.Rules), route.TunnelTable, r.LocalRoute)
+	}
+	fmt.Fprintf(stdout, "proxy listening on %d: %v\n", st.ProxyPort, st.ProxyListening)
+	if st.Masq.FW4Present {
+		fmt.Fprintf(stdout, "fw4 masquerade: %v\n", st.Masq.Masquerade)
+	}
+	if len(out.KillSwitch) > 0 {
+		keys := make([]string, 0, len(out.KillSwitch))
+		for k := range out.KillSwitch {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, out.KillSwitch[k]))
+		}
+		fmt.Fprintf(stdout, "kill switch blocked (packets): %s\n", strings.Join(parts, " "))
+	}
+	if out.Moat != nil {
+		m := out.Moat
+		fmt.Fprintf(stdout, "moat: syn_out=%d synack_in=%d syn_in=%d rst_in=%d fin_in=%d\n", m.SynOut, m.SynAckIn, m.SynIn, m.RstIn, m.FinIn)
+	}
+	if len(out.Problems) == 0 {
+		fmt.Fprintln(stdout, "problems: none")
+	}
+	for _, p := range out.Problems {
+		fmt.Fprintf(stdout, "problem: %s\n", p)
+	}
+	return exitOK
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+const traceUsage = `Usage: surflare-watchdog firewall trace start [--addr A] [--port N] [--all] | stop | watch [--for D]
+`
+
+func firewallTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, traceUsage)
+		return exitUsage
+	}
+	fw := firewall.New()
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, traceUsage)
+		return exitOK
+	case "start":
+		fs := flag.NewFlagSet("firewall trace start", flag.ContinueOnError)
+		addr := fs.String("addr", "", "trace packets from or to this `address`")
+		port := fs.Uint("port", 0, "trace TCP/UDP packets from or to this `port`")
+		all := fs.Bool("all", false, "trace every packet (heavy on a busy router)")
+		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+			return code
+		}
+		var f firewall.TraceFilter
+		if *addr != "" {
+			a, err := netip.ParseAddr(*addr)
+			if err != nil {
+				fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --addr %q is not an address\n", *addr)
+				return exitUsage
+			}
+			f.Addr = a
+		}
+		if *port > 65535 {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --port %d is out of range\n", *port)
+			return exitUsage
+		}
+		f.Port = uint16(*port)
+		if !f.Addr.IsValid() && f.Port == 0 && !*all {
+			fmt.Fprintln(stderr, "surflare-watchdog firewall trace start: give --addr and/or --port, or --all")
+			return exitUsage
+		}
+		if err := fw.TraceStart(ctx, f); err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "tracing %s; 'surflare-watchdog firewall trace watch' shows events, 'trace stop' ends it\n", f)
+		return exitOK
+	case "stop":
+		fs := flag.NewFlagSet("firewall trace stop", flag.ContinueOnError)
+		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+			return code
+		}
+		if err := fw.TraceStop(ctx); err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace stop: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintln(stdout, "trace stopped")
+		return exitOK
+	case "watch":
+		fs := flag.NewFlagSet("firewall trace watch", flag.ContinueOnError)
+		d := fs.Duration("for", 0, "stop after this `duration` (0 = until interrupted)")
+		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+			return code
+		}
+		if *d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *d)
+			defer cancel()
+		}
+		err := fw.ReadTrace(ctx, func(e firewall.TraceEvent) { fmt.Fprintln(stdout, e) })
+		if err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace watch: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog firewall trace: unknown subcommand %q\n\n%s", args[0], traceUsage)
+	return exitUsage
+}
+
+const routesUsage = `Usage: surflare-watchdog routes update [--config FILE] [--url URL] [--out4 FILE] [--out6 FILE] [--country CC]
+`
+
+func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, routesUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, routesUsage)
+		return exitOK
+	case "update":
+	default:
+		fmt.Fprintf(stderr, "surflare-watchdog routes: unknown subcommand %q\n\n%s", args[0], routesUsage)
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("routes update", flag.ContinueOnError)
+	cfgPath := fs.String("config", config.DefaultPath, "the UCI `file` to take the defaults from")
+	url := fs.String("url", "", "APNIC delegated-format `URL` (default: chnroute_url from the config)")
+	out4 := fs.String("out4", "", "IPv4 output `file` (default: chnroute_v4 from the config)")
+	out6 := fs.String("out6", "", "IPv6 output `file` (default: chnroute_v6 from the config)")
+	country := fs.String("country", "CN", "two-letter `country` code")
+	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this `duration`")
+	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+		return code
+	}
+	// Flags win; the config fills in the rest; a missing config file is fine
+	// when the flags say everything.
+	if c, _, err := config.Load(*cfgPath); err == nil {
+		setDefault(url, c.Paths.ChnrouteURL)
+		setDefault(out4, c.Paths.ChnrouteV4)
+		setDefault(out6, c.Paths.ChnrouteV6)
+	} else if *url == "" || *out4 == "" || *out6 == "" {
+		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v (or give --url, --out4 and --out6)\n", err)
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	v4, v6, err := firewall.FetchAPNIC(ctx, http.DefaultClient, *url, *country)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
+		return exitFailure
+	}
+	if err := firewall.WriteChnroute(*out4, v4); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
+		return exitFailure
+	}
+	if err := firewall.WriteChnroute(*out6, v6); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "%s: %d IPv4 prefixes\n%s: %d IPv6 prefixes\n", *out4, len(v4), *out6, len(v6))
+	return exitOK
+}
+
+func setDefault(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}

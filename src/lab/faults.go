@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -83,6 +82,12 @@ const faultLogFile = "faults.jsonl"
 func (l *Lab) Fault(ctx context.Context, name string, on bool, args ...string) error {
 	l.faultMu.Lock()
 	defer l.faultMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return fmt.Errorf("fault %s: lab %s is closed", name, l.Prefix)
+	}
 	detail, err := l.applyFault(ctx, name, on, args)
 	if err != nil {
 		return fmt.Errorf("fault %s %s: %w", name, onOff(on), err)
@@ -201,7 +206,7 @@ func (l *Lab) applyFault(ctx context.Context, name string, on bool, args []strin
 			return "", fmt.Errorf("no %s running in the router", fakes.ProxyName)
 		}
 		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
+			killReap(p)
 		}
 		return fmt.Sprintf("killed pid %v", pids), nil
 	case FaultTableWipe:

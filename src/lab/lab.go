@@ -62,6 +62,8 @@ type Lab struct {
 	clients []Client
 	owned   bool // this process created the lab (Close tears it down)
 
+	stopReaper context.CancelFunc // ends reapAdopted (owned labs)
+
 	mu        sync.Mutex
 	procs     []*proc
 	closed    bool
@@ -78,11 +80,17 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		return nil, errors.New("the lab needs root (network namespaces)")
 	}
 	Sweep(o.Log)
+	if err := BecomeSubreaper(); err != nil {
+		return nil, fmt.Errorf("becoming subreaper: %w", err)
+	}
 	l, err := newLab(o)
 	if err != nil {
 		return nil, err
 	}
 	l.owned = true
+	var reapCtx context.Context
+	reapCtx, l.stopReaper = context.WithCancel(context.Background())
+	go reapAdopted(reapCtx)
 	if err := l.up(ctx, o); err != nil {
 		l.Close()
 		return nil, err
@@ -254,6 +262,9 @@ func (l *Lab) Close() error {
 	}
 	err := teardown(l.Prefix, l.Dir)
 	l.closeHandles()
+	if l.stopReaper != nil {
+		l.stopReaper()
+	}
 	if err == nil {
 		l.log.Info("lab down")
 	}

@@ -98,17 +98,9 @@ func ownerAlive(dir string) bool {
 	return err == nil && st == f[1]
 }
 
-// Owner returns the pid recorded as the lab's owner (0 if unknown).
-func (l *Lab) Owner() int {
-	b, err := os.ReadFile(l.Path(ownerFile))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.Fields(string(b) + " ")[0])
-	return pid
-}
-
-// procStart is field 22 of /proc/PID/stat (start time in clock ticks).
+// procStart is field 22 of /proc/PID/stat (start time in clock ticks); a
+// zombie (exited, not yet reaped — PID 1 in a container may never reap it)
+// counts as gone.
 func procStart(pid int) (string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -123,7 +115,20 @@ func procStart(pid int) (string, error) {
 	if len(f) < 20 {
 		return "", fmt.Errorf("parsing /proc/%d/stat", pid)
 	}
+	if f[0] == "Z" || f[0] == "X" {
+		return "", fmt.Errorf("process %d has exited", pid)
+	}
 	return f[19], nil
+}
+
+// Owner returns the pid recorded as the lab's owner (0 if unknown).
+func (l *Lab) Owner() int {
+	b, err := os.ReadFile(l.Path(ownerFile))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(b) + " ")[0])
+	return pid
 }
 
 // writeFileAtomic writes via a temp file and rename, so readers polling the

@@ -122,9 +122,30 @@ func killInNamespaces(names []string) {
 			return
 		}
 		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killReap(pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BecomeSubreaper makes this process the reaper of its orphaned
+// descendants (prctl PR_SET_CHILD_SUBREAPER). Vendor-style daemons detach
+// from their parent; without this they are reparented to PID 1, which in a
+// container may never reap them, leaving zombies after the lab kills them.
+func BecomeSubreaper() error {
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// killReap SIGKILLs pid and, if it is our child (directly or as subreaper),
+// reaps it so no zombie is left. Non-children are left to their parent.
+func killReap(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for range 50 {
+		wpid, err := unix.Wait4(pid, nil, unix.WNOHANG, nil)
+		if wpid == pid || err != nil { // reaped, or not our child (ECHILD)
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -189,4 +210,44 @@ func listenIn(ns netns.NsHandle, network, addr string) (net.Listener, error) {
 		return err
 	})
 	return l, err
+}
+
+// reapAdopted reaps, until ctx ends, zombie children that detached into a
+// session of their own (the fake proxy, started by `surflare connect
+// --daemon`) and were adopted by this subreaper when their parent exited.
+// Children we started ourselves stay in our session and are left to their
+// exec.Cmd's Wait.
+func reapAdopted(ctx context.Context) {
+	self := os.Getpid()
+	ownSID, _ := unix.Getsid(0)
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(s[i+1:]) // state ppid pgrp session …
+			if len(f) < 4 || f[0] != "Z" || f[1] != strconv.Itoa(self) || f[3] == strconv.Itoa(ownSID) {
+				continue
+			}
+			_, _ = unix.Wait4(pid, nil, unix.WNOHANG, nil)
+		}
+	}
 }

@@ -30,7 +30,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envAsCLI) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 // apiLab is a lab dir whose account API runs on loopback.

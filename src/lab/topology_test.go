@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -93,6 +92,12 @@ func TestUpDownLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	go sleeper.Wait()
+	for i := 0; len(l.ProcsByComm(RoleRouter, "sleep")) == 0; i++ {
+		if i > 200 {
+			t.Fatal("sleep never showed up in the router namespace")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +110,8 @@ func TestUpDownLeavesNothingBehind(t *testing.T) {
 	if after := links(t); after != before {
 		t.Errorf("host links changed:\nbefore %s\nafter  %s", before, after)
 	}
-	if err := syscallKill0(sleeper.Process.Pid); err == nil {
+	// Gone or a zombie waiting for its Wait: either way no longer running.
+	if _, err := procStart(sleeper.Process.Pid); err == nil {
 		t.Errorf("process in the router namespace survived Close")
 	}
 }
@@ -289,12 +295,4 @@ func TestSweepRemovesOnlyDeadOwners(t *testing.T) {
 	if len(listNamed(live.Prefix+"-")) != 4 {
 		t.Errorf("live lab %s was swept", live.Prefix)
 	}
-}
-
-func syscallKill0(pid int) error {
-	p, err := os.FindProcess(pid)
-	if err != nil {
-		return err
-	}
-	return p.Signal(syscall.Signal(0))
 }

@@ -27,8 +27,9 @@ type Service struct {
 	Socket  string    // ubusd socket; DefaultSocket when empty
 	Objects []*Object // registered on every connection
 	// OnConnect, if set, runs after each (re)connection once the objects
-	// are registered, e.g. to Listen again; an error drops the connection
-	// and retries.
+	// are registered and Conn returns the new connection, e.g. to Listen
+	// again or send the current state; an error drops the connection and
+	// retries.
 	OnConnect func(ctx context.Context, c *Conn) error
 	// MinBackoff and MaxBackoff bound the wait between attempts.
 	MinBackoff, MaxBackoff time.Duration
@@ -60,24 +61,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if sleep == nil {
 		sleep = sleepCtx
 	}
-	backoff := minB
-	failures := 0
+	backoff, failures := minB, 0
 	for ctx.Err() == nil {
-		c, err := s.connect(ctx)
-		if err == nil {
-			if failures > 0 {
-				log.Info("ubus reconnected", "client", fmt.Sprintf("%08x", c.ClientID()), "attempts", failures)
-			}
-			failures, backoff = 0, minB
-			s.setConn(c)
-			select {
-			case <-c.Done():
-				log.Warn("ubus connection lost, reconnecting", "err", c.Err())
-			case <-ctx.Done():
-				c.Close()
-			}
-			s.setConn(nil)
-		} else if ctx.Err() == nil {
+		if err := s.session(ctx, log, failures); err != nil {
 			failures++
 			// the first failure is news; the rest of an outage is noise
 			lvl := slog.LevelDebug
@@ -85,6 +71,8 @@ func (s *Service) Run(ctx context.Context) error {
 				lvl = slog.LevelWarn
 			}
 			log.Log(ctx, lvl, "ubus unavailable, retrying", "err", err, "in", backoff)
+		} else {
+			failures, backoff = 0, minB
 		}
 		if sleep(ctx, backoff) != nil {
 			break
@@ -96,8 +84,36 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// connect dials ubusd and registers everything; on any error the
-// connection is closed so ubusd forgets what was half registered.
+// session is one connection's life: connect, register, OnConnect, then
+// serve until ubusd goes away or ctx ends. It returns an error only if the
+// connection never came up.
+func (s *Service) session(ctx context.Context, log *slog.Logger, failures int) error {
+	c, err := s.connect(ctx)
+	if err != nil {
+		return err
+	}
+	s.setConn(c)
+	defer s.setConn(nil)
+	if s.OnConnect != nil {
+		if err := s.OnConnect(ctx, c); err != nil {
+			c.Close()
+			return err
+		}
+	}
+	log.Info("ubus connected", "client", fmt.Sprintf("%08x", c.ClientID()), "failed_attempts", failures)
+	select {
+	case <-c.Done():
+		if ctx.Err() == nil {
+			log.Warn("ubus connection lost, reconnecting", "err", c.Err())
+		}
+	case <-ctx.Done():
+		c.Close()
+	}
+	return nil
+}
+
+// connect dials ubusd and registers the objects; on error the connection
+// is closed so ubusd forgets what was half registered.
 func (s *Service) connect(ctx context.Context) (*Conn, error) {
 	c, err := Dial(ctx, s.Socket)
 	if err != nil {
@@ -107,9 +123,6 @@ func (s *Service) connect(ctx context.Context) (*Conn, error) {
 		if err = c.AddObject(ctx, obj); err != nil {
 			break
 		}
-	}
-	if err == nil && s.OnConnect != nil {
-		err = s.OnConnect(ctx, c)
 	}
 	if err != nil {
 		c.Close()

@@ -1,0 +1,339 @@
+// Live view of surflare-watchdog. No build step, no dependencies: it talks
+// to the daemon's /api/v1 with a bearer token, streams over a websocket and
+// falls back to polling while the websocket is down. Without a token it
+// requests nothing and asks for one.
+(function () {
+  'use strict';
+
+  var TOKEN_KEY = 'surflare.token';
+  var POLL_MS = 5000;
+  var RETRY_MAX_MS = 30000;
+  var MAX_TIMELINE = 150;
+  var MAX_LOG = 400;
+  var base = location.pathname.replace(/[^/]*$/, '');
+
+  var token = null;
+  var ws = null;
+  var retryMs = 1000;
+  var retryTimer = null;
+  var pollTimer = null;
+  var seen = new Set();
+  var status = null;
+
+  function $(id) { return document.getElementById(id); }
+
+  function el(tag, props, children) {
+    var e = document.createElement(tag);
+    if (props) Object.keys(props).forEach(function (k) {
+      if (k === 'text') e.textContent = props[k]; else e.setAttribute(k, props[k]);
+    });
+    (children || []).forEach(function (c) { e.appendChild(c); });
+    return e;
+  }
+
+  // --- token -------------------------------------------------------------
+
+  // A token in the fragment (#token=…) is never sent to a server; it is
+  // moved to sessionStorage and the fragment removed from the address bar.
+  function takeToken() {
+    var m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+
+  function askToken(msg) {
+    stopAll();
+    token = null;
+    sessionStorage.removeItem(TOKEN_KEY);
+    $('main').hidden = true;
+    $('btn-forget').hidden = true;
+    $('auth').hidden = false;
+    $('auth-msg').textContent = msg || '';
+    setConn('idle', 'not connected');
+    $('token-input').focus();
+  }
+
+  function start(tok) {
+    token = tok;
+    $('auth').hidden = true;
+    $('main').hidden = false;
+    $('btn-forget').hidden = false;
+    poll();
+    connect();
+  }
+
+  function stopAll() {
+    if (ws) { ws.onclose = null; ws.close(); ws = null; }
+    clearTimeout(retryTimer);
+    clearInterval(pollTimer);
+    pollTimer = null;
+  }
+
+  // --- HTTP --------------------------------------------------------------
+
+  function request(method, path, body) {
+    var opts = { method: method, cache: 'no-store', headers: { Authorization: 'Bearer ' + token } };
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    return fetch(base + 'api/v1/' + path, opts).then(function (r) {
+      if (r.status === 401) {
+        askToken('The token was refused (expired or wrong).');
+        throw new Error('token refused');
+      }
+      return r.json().catch(function () { return {}; }).then(function (j) {
+        if (r.status === 429) throw new Error('too many failed attempts; wait a minute');
+        if (!r.ok) throw new Error(j.error || ('HTTP ' + r.status));
+        return j;
+      });
+    });
+  }
+
+  function poll() {
+    if (!token) return;
+    Promise.all([request('GET', 'status'), request('GET', 'nodes'), request('GET', 'events?n=100')])
+      .then(function (r) {
+        renderStatus(r[0]);
+        renderNodes(r[1]);
+        (r[2].events || []).forEach(handle);
+      })
+      .catch(function (e) { if (token) setConn('error', 'error: ' + e.message); });
+  }
+
+  function startPolling() {
+    if (!pollTimer) pollTimer = setInterval(poll, POLL_MS);
+  }
+
+  // --- websocket -----------------------------------------------------------
+
+  // The token travels as a websocket subprotocol (browsers cannot set
+  // headers on a websocket); the server answers with surflare.v1 only.
+  function connect() {
+    if (!token || ws) return;
+    var url = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + base + 'api/v1/ws';
+    var opened = false;
+    try {
+      ws = new WebSocket(url, ['surflare.v1', 'bearer.' + token]);
+    } catch (e) {
+      ws = null;
+      reconnectLater();
+      return;
+    }
+    ws.onopen = function () {
+      opened = true;
+      retryMs = 1000;
+      clearInterval(pollTimer);
+      pollTimer = null;
+      setConn('live', 'live');
+    };
+    ws.onmessage = function (e) {
+      try { handle(JSON.parse(e.data)); } catch (err) { /* a bad frame is skipped */ }
+    };
+    ws.onclose = function () {
+      ws = null;
+      if (!token) return;
+      setConn(opened ? 'reconnecting' : 'polling', opened ? 'reconnecting…' : 'polling');
+      startPolling();
+      if (!opened) poll(); // tells a refused token (401) from a missing stream
+      reconnectLater();
+    };
+  }
+
+  function reconnectLater() {
+    clearTimeout(retryTimer);
+    retryTimer = setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+  }
+
+  function setConn(state, text) {
+    var c = $('conn');
+    c.dataset.conn = state;
+    c.textContent = text;
+  }
+
+  // --- events ------------------------------------------------------------
+
+  function handle(msg) {
+    if (!msg || !msg.kind) return;
+    if (msg.kind === 'snapshot') {
+      var d = msg.data || {};
+      if (d.status) renderStatus(d.status);
+      if (d.nodes) renderNodes(d.nodes);
+      (d.events || []).forEach(handle);
+      return;
+    }
+    var key = msg.time + '|' + msg.kind + '|' + JSON.stringify(msg.data);
+    if (seen.has(key)) return;
+    if (seen.size > 5000) seen.clear();
+    seen.add(key);
+    if (msg.kind === 'log') addLog(msg); else addTimeline(msg);
+  }
+
+  function clock(t) {
+    var d = new Date(t);
+    return isNaN(d) ? '' : d.toLocaleTimeString([], { hour12: false });
+  }
+
+  function describe(msg) {
+    var d = msg.data || {};
+    switch (msg.kind) {
+      case 'transition':
+        return [(d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ' (' + d.reason + ')' : ''),
+          /healthy/.test(d.to) ? 'ok' : /degraded|connecting|cooldown|diag/.test(d.to) ? 'warn' : 'bad'];
+      case 'rotation':
+        return ['node ' + (d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ' (' + d.reason + ')' : ''), 'warn'];
+      case 'health':
+        var ok = d.outcome === 'OK' || d.outcome === 'TUNNEL_OK';
+        var exit = d.exit_ip ? ' · exit ' + d.exit_ip + (d.exit_country ? ' ' + d.exit_country : '') : '';
+        var took = d.duration_ms !== undefined ? ' · ' + d.duration_ms + ' ms' : '';
+        return [(d.outcome || 'check') + (d.reason ? ': ' + d.reason : '') + exit + took, ok ? 'ok' : 'bad'];
+      case 'signal':
+        return [(d.name || 'signal') + ': ' + (d.state || '') + (d.detail ? ' – ' + d.detail : ''),
+          d.state === 'ok' ? 'ok' : 'warn'];
+      default:
+        return [JSON.stringify(d), ''];
+    }
+  }
+
+  function addTimeline(msg) {
+    var t = describe(msg);
+    var li = el('li', { 'data-kind': msg.kind }, [
+      el('time', { datetime: msg.time, text: clock(msg.time) }),
+      el('span', { 'class': 'kind ' + t[1], text: msg.kind }),
+      el('span', { 'class': 'text', text: t[0] })
+    ]);
+    var list = $('timeline');
+    list.insertBefore(li, list.firstChild);
+    while (list.children.length > MAX_TIMELINE) list.removeChild(list.lastChild);
+  }
+
+  function addLog(msg) {
+    var d = msg.data || {};
+    var pre = $('log');
+    var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.appendChild(document.createTextNode(clock(msg.time) + ' ' + (d.level || 'INFO') + ' ' + (d.message || '') + '\n'));
+    while (pre.childNodes.length > MAX_LOG) pre.removeChild(pre.firstChild);
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+
+  // --- rendering -----------------------------------------------------------
+
+  function duration(s) {
+    if (typeof s !== 'number') return '–';
+    var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+    return d ? d + 'd ' + h + 'h' : h ? h + 'h ' + m + 'm' : m + 'm ' + Math.floor(s % 60) + 's';
+  }
+
+  function renderStatus(st) {
+    status = st || {};
+    var s = $('state');
+    s.textContent = status.state || '–';
+    s.dataset.state = status.state || '';
+    $('node').textContent = status.node || '–';
+    $('transit').textContent = status.transit || '–';
+    var exit = status.exit || {};
+    $('exit').textContent = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '–';
+    var c = status.counters || {};
+    $('checks').textContent = c.checks !== undefined ? c.checks + ' / ' + (c.failed_checks || 0) + ' failed' : '–';
+    $('uptime').textContent = duration(status.uptime_s);
+    var diag = !!(status.signals && status.signals.diag);
+    var b = $('btn-diag');
+    b.dataset.diag = diag ? 'on' : 'off';
+    b.textContent = diag ? 'Diag off' : 'Diag on';
+    renderSignals(status.signals || {});
+    if (status.last_transitions && !$('timeline').children.length) {
+      status.last_transitions.forEach(function (t) { handle({ time: t.at, kind: 'transition', data: t }); });
+    }
+  }
+
+  function renderSignals(sig) {
+    var rows = [
+      ['diagnostics', sig.diag ? 'on' : 'off', sig.diag ? 'bad' : 'ok'],
+      ['WAN', sig.wan_down ? 'down' : 'up', sig.wan_down ? 'bad' : 'ok'],
+      ['login', sig.auth ? sig.auth.state : '–', sig.auth && sig.auth.state !== 'ok' ? 'bad' : 'ok']
+    ];
+    if (sig.storm_cooldown_until) rows.push(['storm cooldown until', clock(sig.storm_cooldown_until), 'bad']);
+    if (sig.rate_limited_until) rows.push(['rate limited until', clock(sig.rate_limited_until), 'bad']);
+    (sig.detectors || []).forEach(function (d) {
+      rows.push([d.name, d.state + (d.detail ? ' – ' + d.detail : ''), d.state === 'ok' ? 'ok' : 'bad']);
+    });
+    var ul = $('signals');
+    ul.textContent = '';
+    rows.forEach(function (r) {
+      ul.appendChild(el('li', { 'data-signal': r[0] }, [el('span', { text: r[0] }), el('span', { 'class': 'v ' + r[2], text: r[1] })]));
+    });
+  }
+
+  // nodes may be an array of rows or {nodes: [...]}; columns are whatever
+  // the rows carry, node first, so the table follows the daemon.
+  function renderNodes(nodes) {
+    var rows = Array.isArray(nodes) ? nodes : (nodes && (nodes.nodes || nodes.candidates)) || [];
+    var cols = ['node'];
+    rows.forEach(function (r) { Object.keys(r).forEach(function (k) { if (cols.indexOf(k) < 0) cols.push(k); }); });
+    var head = el('tr', null, cols.map(function (c) { return el('th', { text: c.replace(/_/g, ' ') }); }));
+    var body = rows.map(function (r) {
+      return el('tr', { 'class': r.current ? 'current' : '', 'data-node': r.node || '' }, cols.map(function (c) {
+        var v = r[c];
+        if (typeof v === 'boolean') return el('td', { 'class': v === (c !== 'dead' && c !== 'failed') ? 'yes' : 'no', text: v ? 'yes' : 'no' });
+        return el('td', { text: v === undefined || v === null ? '' : String(v) });
+      }));
+    });
+    var table = el('table', null, [el('thead', null, [head]), el('tbody', null, body)]);
+    var box = $('nodes');
+    box.textContent = '';
+    box.appendChild(table);
+
+    var sel = $('rotate-node');
+    var keep = sel.value;
+    while (sel.options.length > 1) sel.remove(1);
+    rows.forEach(function (r) { if (r.node) sel.add(new Option(r.node + (r.current ? ' (current)' : ''), r.node)); });
+    sel.value = keep;
+    if (sel.selectedIndex < 0) sel.value = '';
+  }
+
+  // --- actions -------------------------------------------------------------
+
+  function action(button, path, body, done) {
+    var msg = $('action-msg');
+    button.disabled = true;
+    msg.className = 'msg';
+    msg.textContent = path + '…';
+    request('POST', path, body).then(function () {
+      msg.textContent = path + ' requested';
+      if (!ws) poll();
+    }).catch(function (e) {
+      msg.className = 'msg error';
+      msg.textContent = path + ': ' + e.message;
+    }).then(function () {
+      button.disabled = false;
+      if (done) done();
+    });
+  }
+
+  function init() {
+    $('token-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var t = $('token-input').value.trim();
+      if (!t) return;
+      $('token-input').value = '';
+      sessionStorage.setItem(TOKEN_KEY, t);
+      start(t);
+    });
+    $('btn-forget').addEventListener('click', function () { askToken(''); });
+    $('btn-check').addEventListener('click', function (e) { action(e.target, 'check'); });
+    $('btn-rotate').addEventListener('click', function (e) {
+      action(e.target, 'rotate', { node: $('rotate-node').value });
+    });
+    $('btn-diag').addEventListener('click', function (e) {
+      action(e.target, 'diag', { enable: e.target.dataset.diag !== 'on' });
+    });
+    var t = takeToken();
+    if (t) start(t); else askToken('');
+  }
+
+  init();
+}());

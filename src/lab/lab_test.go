@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +188,79 @@ func TestAttachInjectsIntoRunningLab(t *testing.T) {
 	}
 	if err := l.Fault(context.Background(), FaultNodeDown, true, "Tokio"); err == nil || !strings.Contains(err.Error(), "Dallas") {
 		t.Errorf("unknown node should list the nodes, got %v", err)
+	}
+}
+
+// The CLI finds a running lab by prefix and injects into it; the owner's
+// log and the client both see it.
+func TestCLIFaultAgainstRunningLab(t *testing.T) {
+	l := upFull(t, Options{Clients: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir, "surflare-lab"), args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("surflare-lab %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	// A direct fetch works, then the CLI takes the WAN down.
+	if _, err := l.ClientGet(ctx, 0, EchoURL(0)); err != nil {
+		t.Fatal(err)
+	}
+	cli("fault", "--lab", l.Prefix, "wan-down", "on")
+	fctx, fcancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	_, err := l.ClientGet(fctx, 0, EchoURL(0))
+	fcancel()
+	if err == nil {
+		t.Error("fetch worked with the WAN down")
+	}
+	cli("fault", "--lab", l.Prefix, "wan-down", "off")
+	if _, err := l.ClientGet(ctx, 0, EchoURL(0)); err != nil {
+		t.Errorf("after wan-down off: %v", err)
+	}
+	if st := cli("status", "--lab", l.Prefix); !strings.Contains(st, "wan-down") {
+		t.Errorf("status does not show the injection:\n%s", st)
+	}
+	if n := len(l.FaultLog()); n != 2 {
+		t.Errorf("owner's fault log has %d events, want 2", n)
+	}
+}
+
+// The web UI relay: a listener on the host's loopback whose connections
+// are dialled from inside the router namespace.
+func TestForwardTCPReachesRouterService(t *testing.T) {
+	l := upBare(t)
+	ln, err := listenIn(l.ns[RoleRouter], "tcp", fmt.Sprintf("%s:%d", LANRouter, LabWebPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "live view from "+r.RemoteAddr)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hl, err := l.ForwardTCP(ctx, "127.0.0.1:0", RoleRouter, fmt.Sprintf("%s:%d", LANRouter, LabWebPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + hl.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// The service sees a connection from the router's own address: relayed,
+	// not routed from the host.
+	if !strings.HasPrefix(string(b), "live view from "+LANRouter.String()+":") {
+		t.Errorf("got %q", b)
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := http.Get("http://" + hl.Addr().String() + "/"); err == nil {
+		t.Error("relay still listening after its context ended")
 	}
 }

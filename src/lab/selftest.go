@@ -52,6 +52,9 @@ func Selftest(ctx context.Context, o Options, w io.Writer) ([]Check, error) {
 	defer l.Close()
 	fmt.Fprintf(w, "lab %s up in %s (build %s)\n", l.Prefix, l.UpTime.Round(time.Millisecond), l.BuildTime.Round(time.Millisecond))
 	checks := l.selftest(ctx, w)
+	if ctx.Err() != nil {
+		return checks, fmt.Errorf("selftest interrupted: %w", ctx.Err())
+	}
 	printChecks(w, checks)
 	var failed []string
 	for _, c := range checks {

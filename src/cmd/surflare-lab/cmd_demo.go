@@ -36,7 +36,7 @@ func runDemo(ctx context.Context, args []string) int {
 	webPort := fs.Int("web-port", lab.LabWebPort, "host port (127.0.0.1) for the daemon's web UI; 0 = any free port")
 	every := fs.Duration("every", time.Second, "how often the LAN client fetches the IP-echo host")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if !needRoot("demo") {
 		return exitFailure
@@ -187,7 +187,7 @@ func (d *demo) tour(ctx context.Context) {
 			return true
 		}
 	}
-	fmt.Println("\n=== fault tour (skip with --no-tour) ===")
+	fmt.Println("\n=== fault tour (skip with --no-tour; Ctrl-C ends the demo) ===")
 	if !sleep(5 * time.Second) {
 		return
 	}
@@ -204,6 +204,7 @@ func (d *demo) tour(ctx context.Context) {
 		hold := s.hold
 		if !d.daemon {
 			hold = 6 * time.Second
+			fmt.Println("=== (no daemon: nothing reacts; the fault is removed after 6 s)")
 		}
 		if !sleep(hold) {
 			return

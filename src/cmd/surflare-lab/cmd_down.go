@@ -18,7 +18,7 @@ func init() {
 			prefix := fs.String("lab", "", "lab prefix (default: the only running lab)")
 			all := fs.Bool("all", false, "tear down every running lab")
 			if err := fs.Parse(args); err != nil {
-				return exitUsage
+				return parseExit(err)
 			}
 			if !needRoot("down") {
 				return exitFailure

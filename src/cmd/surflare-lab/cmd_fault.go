@@ -31,7 +31,7 @@ func runFault(ctx context.Context, args []string) int {
 	prefix := fs.String("lab", "", "lab prefix (default: the only running lab)")
 	fs.Usage = func() { faultHelp(os.Stderr); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	rest := fs.Args()
 	if len(rest) < 2 || (rest[1] != "on" && rest[1] != "off") {

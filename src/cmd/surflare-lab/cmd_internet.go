@@ -17,7 +17,7 @@ func init() {
 			fs := flag.NewFlagSet("internet-serve", flag.ContinueOnError)
 			dir := fs.String("lab-dir", "", "the lab directory (faults.json is read from it)")
 			if err := fs.Parse(args); err != nil {
-				return exitUsage
+				return parseExit(err)
 			}
 			if *dir == "" {
 				fmt.Fprintln(os.Stderr, "surflare-lab internet-serve: --lab-dir is required")

@@ -16,7 +16,7 @@ func init() {
 		run: func(ctx context.Context, args []string) int {
 			fs := flag.NewFlagSet("selftest", flag.ContinueOnError)
 			if err := fs.Parse(args); err != nil {
-				return exitUsage
+				return parseExit(err)
 			}
 			if !needRoot("selftest") {
 				return exitFailure

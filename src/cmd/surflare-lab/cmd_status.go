@@ -19,7 +19,7 @@ func init() {
 			fs := flag.NewFlagSet("status", flag.ContinueOnError)
 			prefix := fs.String("lab", "", "only this lab")
 			if err := fs.Parse(args); err != nil {
-				return exitUsage
+				return parseExit(err)
 			}
 			if !needRoot("status") {
 				return exitFailure

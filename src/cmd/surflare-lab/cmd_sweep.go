@@ -15,7 +15,7 @@ func init() {
 		run: func(ctx context.Context, args []string) int {
 			fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 			if err := fs.Parse(args); err != nil {
-				return exitUsage
+				return parseExit(err)
 			}
 			if !needRoot("sweep") {
 				return exitFailure

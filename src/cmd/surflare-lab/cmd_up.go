@@ -32,7 +32,7 @@ func runUp(ctx context.Context, args []string) int {
 	noServers := fs.Bool("no-servers", false, "topology only: no binaries, no internet servers")
 	child := fs.Bool("detached-child", false, "internal: the background holder started by --detach")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if !needRoot("up") {
 		return exitFailure

@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -94,6 +96,15 @@ func needRoot(cmd string) bool {
 		return false
 	}
 	return true
+}
+
+// parseExit is the exit code for a flag parse error: 0 for --help (the
+// usage was printed, as asked), 2 otherwise.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
 }
 
 // setFlags collects repeatable --set surflare.SECTION.OPTION=VALUE.

@@ -18,6 +18,7 @@ type Change struct {
 	Action string // "created", "recreated: …", "deleted", "+3 -1 elements", "rules replaced"
 }
 
+// String is the one-line form used in logs and CLI output.
 func (c Change) String() string {
 	if c.Object == "" {
 		return c.Table + ": " + c.Action
@@ -31,6 +32,7 @@ type Changes []Change
 // Empty reports that nothing changed.
 func (cs Changes) Empty() bool { return len(cs) == 0 }
 
+// String joins the changes for a log line.
 func (cs Changes) String() string {
 	if cs.Empty() {
 		return "no changes"

@@ -18,6 +18,7 @@ var DomesticSource = SetRef{Family: "inet", Table: TableKillSwitch, Set: SetDome
 // SetRef names a set in the kernel.
 type SetRef struct{ Family, Table, Set string }
 
+// String is "family table set", as nft names it.
 func (r SetRef) String() string { return r.Family + " " + r.Table + " " + r.Set }
 
 func (r SetRef) family() (nftables.TableFamily, error) {

@@ -59,9 +59,11 @@ func (s State) Problems() []string {
 // Inspect reads our tables, the vendor's, fw4's NAT and the tunnel routing.
 func (f *Firewall) Inspect(ctx context.Context) (State, error) {
 	st := State{ProxyPort: DefaultProxyPort}
+	f.mu.Lock()
 	if f.lastSpec != nil {
 		st.ProxyPort = f.lastSpec.ProxyPort
 	}
+	f.mu.Unlock()
 	c, err := f.conn()
 	if err != nil {
 		return st, err

@@ -75,6 +75,7 @@ const (
 	RoleLaptop
 )
 
+// String is the config spelling of the role.
 func (r Role) String() string {
 	if r == RoleLaptop {
 		return "laptop"
@@ -93,6 +94,7 @@ const (
 	ModeGlobal
 )
 
+// String is the config spelling of the mode.
 func (m Mode) String() string {
 	if m == ModeGlobal {
 		return "global"
@@ -112,6 +114,7 @@ const (
 	IPv6Proxy
 )
 
+// String is the config spelling of the policy.
 func (p IPv6Policy) String() string {
 	if p == IPv6Proxy {
 		return "proxy"

@@ -39,7 +39,10 @@ func newTopo(t *testing.T) *topo {
 
 	// LAN: the client's eth0 is a port of the router's br-lan bridge.
 	veth(t, tp.lan, "eth0", r, "lanp", lanMAC)
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br-lan"}}
+	// No multicast snooping: IPv6 neighbour solicitations must not wait for
+	// MLD reports, which the kernel delays by up to a second.
+	snooping := false
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br-lan"}, MulticastSnooping: &snooping}
 	if err := r.nl.LinkAdd(br); err != nil {
 		t.Fatalf("bridge: %v", err)
 	}

@@ -21,6 +21,7 @@ type TraceFilter struct {
 	Port uint16     // TCP or UDP, source or destination
 }
 
+// String describes the filter for the user.
 func (f TraceFilter) String() string {
 	var p []string
 	if f.Addr.IsValid() {
@@ -135,6 +136,7 @@ type TraceEvent struct {
 	Src, Dst netip.AddrPort
 }
 
+// String is one line in the style of `nft monitor trace`.
 func (e TraceEvent) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trace id %08x %s %s %s", e.ID, e.Family, e.Table, e.Chain)

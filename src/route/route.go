@@ -49,6 +49,7 @@ const (
 	IPv6 Family = unix.AF_INET6
 )
 
+// String names the family as ip(8) does.
 func (f Family) String() string {
 	if f == IPv6 {
 		return "ipv6"

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/runfiles"
+)
+
+func init() {
+	register(&command{
+		name:    "log-health",
+		summary: "read the proxy log's urltest errors per node/transit and write the node health file",
+		run: func(ctx context.Context, args []string) int {
+			return logHealthMain(args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+const logHealthSynopsis = "log-health [--config FILE] [--log FILE] [--window-minutes N] [--out FILE] [--json]"
+
+// tableErrorWidth keeps the summary table within a terminal.
+const tableErrorWidth = 60
+
+// logHealthMain is the one-shot reader: it reads the last Tail bytes of the
+// proxy log once, prints a table of urltest errors per node/transit in the
+// window and writes the same JSON file the daemon keeps current.
+func logHealthMain(args []string, stdout, stderr io.Writer) int {
+	fset := flag.NewFlagSet("log-health", flag.ContinueOnError)
+	cfgPath := fset.String("config", config.DefaultPath, "the UCI `file` with loghealth and paths settings (defaults when the default file is absent)")
+	logPath := fset.String("log", "", "the proxy `file` to read (default: the config's proxy_log, /var/log/surflare/surflare-proxy.log)")
+	window := fset.Int("window-minutes", 0, "count errors over the last `N` minutes (default: the config's loghealth window, 10)")
+	out := fset.String("out", "", "write the node health JSON to `FILE` (default: RUN_DIR/"+runfiles.NodeHealthFile+"; - = do not write)")
+	asJSON := fset.Bool("json", false, "print the JSON instead of the table")
+	if code, ok := parseFlagsOrUsage(fset, args, logHealthSynopsis, stdout, stderr); !ok {
+		return code
+	}
+	if fset.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog log-health: unexpected argument %q\n", fset.Arg(0))
+		return exitUsage
+	}
+	if *window < 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog log-health: --window-minutes %d: must be positive\n", *window)
+		return exitUsage
+	}
+
+	cfg := config.Default()
+	explicit := false
+	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	if _, err := os.Stat(*cfgPath); explicit || err == nil {
+		c, warns, err := config.Load(*cfgPath)
+		for _, w := range warns {
+			fmt.Fprintf(stderr, "warning: %s\n", w)
+		}
+		if err != nil {
+			printConfigError(stderr, err)
+			return exitFailure
+		}
+		cfg = c
+	}
+
+	o := loghealth.FromConfig(cfg, "")
+	if *logPath != "" {
+		o.LogPath = *logPath
+	}
+	if *window > 0 {
+		o.Window = time.Duration(*window) * time.Minute
+	}
+	m, err := loghealth.NewMonitor(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog log-health: %v\n", err)
+		return exitFailure
+	}
+	if err := m.PollOnce(time.Now()); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "surflare-watchdog log-health: proxy log %s does not exist (is the proxy running? --log FILE reads another)\n", o.LogPath)
+		} else {
+			fmt.Fprintf(stderr, "surflare-watchdog log-health: %v\n", err)
+		}
+		return exitFailure
+	}
+	rep := m.Report()
+
+	dest := *out
+	if dest == "" {
+		dest = filepath.Join(cfg.Paths.RunDir, runfiles.NodeHealthFile)
+	}
+	if dest != "-" {
+		if err := loghealth.WriteReport(dest, rep); err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog log-health: %v\n", err)
+			return exitFailure
+		}
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+		return exitOK
+	}
+	printLogHealth(stdout, o, rep)
+	if dest != "-" {
+		fmt.Fprintf(stdout, "Wrote %s\n", dest)
+	}
+	return exitOK
+}
+
+// printLogHealth prints the summary table, most errors first.
+func printLogHealth(w io.Writer, o loghealth.Options, r loghealth.Report) {
+	st := r.Stats
+	fmt.Fprintf(w, "Proxy log %s: window %d min, unhealthy above %d errors\n", o.LogPath, r.WindowMinutes, r.Threshold)
+	keys := make([]string, 0, len(r.Nodes))
+	unhealthy := 0
+	for k, p := range r.Nodes {
+		keys = append(keys, k)
+		if !p.UrltestHealthy {
+			unhealthy++
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := r.Nodes[keys[i]], r.Nodes[keys[j]]
+		if a.ErrorCount != b.ErrorCount {
+			return a.ErrorCount > b.ErrorCount
+		}
+		return keys[i] < keys[j]
+	})
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "No urltest errors in the window: every node/transit is healthy.")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE VIA TRANSIT\tERRORS\tHEALTHY\tLAST ERROR")
+		for _, k := range keys {
+			p := r.Nodes[k]
+			healthy := "yes"
+			if !p.UrltestHealthy {
+				healthy = "NO"
+			}
+			msg := []rune(p.LastError)
+			if len(msg) > tableErrorWidth {
+				msg = append(msg[:tableErrorWidth-1], '…')
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", k, p.ErrorCount, healthy, string(msg))
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "%d node/transit pairs with errors, %d unhealthy.\n", len(keys), unhealthy)
+	}
+	if st != nil {
+		fmt.Fprintf(w, "Read %d lines (%d urltest errors, %d other, %d garbage, %d partial); %d older bytes skipped (tail bound %d bytes).\n",
+			st.Lines, st.Matched, st.Ignored, st.Garbage, st.Partial, st.SkippedBytes, o.Tail)
+	}
+}

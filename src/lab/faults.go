@@ -63,7 +63,9 @@ var Faults = []FaultSpec{
 	{FaultWANDown, "", "pppoe-wan down; off brings it back up"},
 }
 
-// FaultEvent is one injection or removal, with the time it took effect.
+// FaultEvent is one injection or removal. Time is when the change was in
+// place: at once for kernel and process faults; for faults.json ones, when
+// the file was written (the fakes see it within fakes.WatchInterval).
 type FaultEvent struct {
 	Time   time.Time `json:"time"`
 	Name   string    `json:"name"`

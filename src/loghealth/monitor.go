@@ -132,33 +132,39 @@ func NewMonitor(o Options) (*Monitor, error) {
 func (m *Monitor) Run(ctx context.Context) error {
 	defer m.follow.Close()
 	var lastWrite time.Time
-	missingLogged := false
+	// Problems are logged when they start or change, not every poll.
+	var readProblem, writeProblem string
 	for {
 		now := m.clock.Now()
 		err := m.PollOnce(now)
 		switch {
+		case err == nil:
+			readProblem = ""
 		case errors.Is(err, fs.ErrNotExist):
-			if !missingLogged {
+			if readProblem != "missing" {
 				log.Info("proxy log not there yet; waiting for it", "path", m.o.LogPath)
-				missingLogged = true
+				readProblem = "missing"
 			}
-		case err != nil:
+		case err.Error() != readProblem:
 			log.Warn("reading proxy log", "err", err)
-		default:
-			missingLogged = false
+			readProblem = err.Error()
 		}
 		m.mu.Lock()
 		due := m.dirty && now.Sub(lastWrite) >= m.o.WriteEvery || now.Sub(lastWrite) >= m.o.Refresh
 		m.mu.Unlock()
 		if due && m.o.OutPath != "" {
-			if err := WriteReport(m.o.OutPath, m.Report()); err != nil {
+			lastWrite = now
+			err := WriteReport(m.o.OutPath, m.Report())
+			if err != nil && err.Error() != writeProblem {
 				log.Warn("writing node health", "err", err)
-			} else {
-				lastWrite = now
-				m.mu.Lock()
-				m.dirty = false
-				m.mu.Unlock()
 			}
+			writeProblem = ""
+			if err != nil {
+				writeProblem = err.Error()
+			}
+			m.mu.Lock()
+			m.dirty = err != nil // a failed write is retried after WriteEvery, not every poll
+			m.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():

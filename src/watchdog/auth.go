@@ -128,7 +128,8 @@ func (w *Watchdog) onLoginLocked(e loginAttempt) {
 	if e.err == nil {
 		w.logLocked(slog.LevelInfo, "Login succeeded")
 		wasOpen := a.failOpen
-		*a = authFacts{running: a.running, checking: a.checking}
+		// The worker returns right after a success; it is done.
+		*a = authFacts{checking: a.checking}
 		w.counters.LoginFailures = 0
 		if wasOpen {
 			ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)

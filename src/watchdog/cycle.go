@@ -61,7 +61,7 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 	w.checkCancel = nil
 	r := e.r
 	w.recordCheckLocked(r)
-	if w.f.stopping || w.f.diag || !w.f.connected || w.f.connecting {
+	if w.f.stopping || w.pausedLocked() || !w.f.connected || w.f.connecting {
 		return // recorded for the user; nothing to act on
 	}
 	now := w.clock.Now()

@@ -1,0 +1,264 @@
+package watchdog
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"surflare-watchdog/src/surflare"
+)
+
+// failDallas makes Dallas fail from now and lets the threshold be reached.
+func failDallas(h *harness) {
+	h.advance(time.Minute)
+	h.world.set(func(w *world) { w.dead["Dallas"] = true })
+	h.advance(80 * time.Second)
+}
+
+func TestDeadNodeSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wd.logErrors["Los Angeles"] = 25
+		wd.logErrors["Chicago"] = 3
+		h := start(t, testSettings(t), wd)
+		wd.set(func(w *world) { w.logUpdated = time.Now() })
+		failDallas(h)
+		if got := h.connects(); !slices.Equal(got, []string{"Dallas", "Chicago"}) {
+			t.Errorf("connects = %q, want Los Angeles skipped", got)
+		}
+		if h.logged("LOG_HEALTH: skipping Los Angeles via auto (25 errors)") != 1 {
+			t.Errorf("skip not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		if h.logged("Node rotation: Dallas -> Chicago (2/6)") != 1 {
+			t.Errorf("rotation not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}
+
+func TestStaleNodeHealthIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wd.logErrors["Los Angeles"] = 25
+		h := start(t, testSettings(t), wd)
+		wd.set(func(w *world) { w.logUpdated = time.Now().Add(-21 * time.Minute) })
+		failDallas(h)
+		if got := h.connects(); !slices.Equal(got, []string{"Dallas", "Los Angeles"}) {
+			t.Errorf("connects = %q, want Los Angeles tried (its log health is stale)", got)
+		}
+		if h.logged("LOG_HEALTH") != 0 {
+			t.Errorf("stale log health used:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.stop()
+	})
+}
+
+func TestEveryRemainingDeadTriesFirstAnyway(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		for _, n := range DefaultSettings().Candidates[1:] {
+			wd.logErrors[n] = 50
+		}
+		h := start(t, testSettings(t), wd)
+		wd.set(func(w *world) { w.logUpdated = time.Now() })
+		failDallas(h)
+		if got := h.connects(); !slices.Equal(got, []string{"Dallas", "Los Angeles"}) {
+			t.Errorf("connects = %q", got)
+		}
+		if h.logged("every remaining candidate is marked dead; trying Los Angeles anyway") != 1 {
+			t.Errorf("fallback not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.stop()
+	})
+}
+
+func TestFailedReconnectRetriesThenCascades(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		boom := errors.New("exit 1: proxy failed to start")
+		wd.connectErr["Los Angeles"] = []error{boom, boom}
+		wd.connectErr["Chicago"] = []error{boom}
+		h := start(t, testSettings(t), wd)
+		failDallas(h)
+		// LA fails: retried once on LA after 10 s; the second failure
+		// cascades: Chicago at once, its failure moves to New York at once.
+		h.advance(15 * time.Second)
+		want := []string{"Dallas", "Los Angeles", "Los Angeles", "Chicago", "New York"}
+		if got := h.connects(); !slices.Equal(got, want) {
+			t.Errorf("connects = %q, want %q", got, want)
+		}
+		if h.logged("Cascade: 2 failed reconnects, fast-rotating") != 1 {
+			t.Errorf("cascade not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy)
+		if fr := h.w.Status().Counters.FailedReconnects; fr != 0 {
+			t.Errorf("failed reconnects = %d after recovery, want 0", fr)
+		}
+		h.stop()
+	})
+}
+
+func TestAccountAPIDownDuringReconnectStaysOnNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		h.advance(time.Minute)
+		api := errors.Join(surflare.ErrAccountCheck, errors.New("✘ Account check failed"))
+		wd.set(func(w *world) { w.proxyDown = true; w.connectErr["Dallas"] = []error{api} })
+		h.advance(40 * time.Second)
+		want := []string{"Dallas", "Dallas", "Dallas"} // crash -> reconnect fails -> retried, same node
+		if got := h.connects(); !slices.Equal(got, want) {
+			t.Errorf("connects = %q, want %q", got, want)
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}
+
+func TestProxyCrashReconnectsSameNodeWithoutCutting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.proxyDown = true })
+		h.advance(31 * time.Second) // one check sees LOCAL_FAIL: no waiting for the threshold
+		if got := h.connects(); !slices.Equal(got, []string{"Dallas", "Dallas"}) {
+			t.Errorf("connects = %q", got)
+		}
+		if cuts := wd.get().cuts; len(cuts) != 0 {
+			t.Errorf("cut connections %q on a same-node reconnect", cuts)
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}
+
+func TestDomesticExitRotatesAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.domestic["Dallas"] = true })
+		h.advance(31 * time.Second)
+		if got := h.connects(); !slices.Equal(got, []string{"Dallas", "Los Angeles"}) {
+			t.Errorf("connects = %q, want an immediate rotation", got)
+		}
+		h.stop()
+	})
+}
+
+func TestStormCooldownAndRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 100 // this test is about the storm alone
+		h := start(t, s, wd)
+		h.advance(time.Minute)
+		wd.set(func(w *world) {
+			for _, n := range s.Candidates {
+				w.dead[n] = true
+			}
+		})
+		// Detection (~60 s), then each failing connect costs phase 2 (60 s):
+		// LA twice (retry), then the cascade through the other four.
+		h.advance(10 * time.Minute)
+		h.requireState(StateCooldown)
+		want := []string{"Dallas", "Los Angeles", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"}
+		if got := h.connects(); !slices.Equal(got, want) {
+			t.Fatalf("connects = %q, want %q", got, want)
+		}
+		if h.logged("Storm protection triggered: all 6 candidates failed") != 1 {
+			t.Errorf("storm not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		if wd.count("fw.Cooldown true") != 1 || wd.count("fw.Teardown") != 0 || wd.count("fw.FailOpen") != 0 {
+			t.Errorf("storm firewall calls wrong (kill switch must stay): %q", wd.get().calls)
+		}
+		if wd.get().connected != "" {
+			t.Error("the vendor still runs a dead node during the cooldown")
+		}
+		st := h.w.Status()
+		if st.Signals.StormCooldownUntil == nil || st.Counters.Storms != 1 {
+			t.Errorf("status signals %+v storms %d", st.Signals, st.Counters.Storms)
+		}
+
+		// Nothing is attempted during the cooldown; Chicago comes back.
+		wd.set(func(w *world) { w.dead["Chicago"] = false })
+		n := len(h.connects())
+		h.advance(5 * time.Minute)
+		if len(h.connects()) != n {
+			t.Errorf("connect attempted during the cooldown: %q", h.connects())
+		}
+		// After the cooldown a fresh cycle from Dallas finds Chicago.
+		h.advance(10 * time.Minute)
+		h.requireState(StateHealthy)
+		if st := h.w.Status(); st.Node != "Chicago" {
+			t.Errorf("recovered on %s, want Chicago", st.Node)
+		}
+		if wd.count("fw.Cooldown false") != 1 {
+			t.Errorf("cooldown not ended in the firewall: %q", wd.get().calls)
+		}
+		h.stop()
+	})
+}
+
+func TestUserRotateEndsCooldown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.Candidates = []string{"Dallas", "Miami"}
+		h := start(t, s, wd)
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.dead["Dallas"], w.dead["Miami"] = true, true })
+		h.advance(6 * time.Minute)
+		h.requireState(StateCooldown)
+		wd.set(func(w *world) { w.dead["Miami"] = false })
+		if err := h.w.Rotate(t.Context(), "Miami"); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(time.Second)
+		h.requireState(StateHealthy)
+		if wd.count("fw.Cooldown false") != 1 {
+			t.Errorf("calls %q", wd.get().calls)
+		}
+		h.stop()
+	})
+}
+
+func TestReconnectRateLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 3
+		h := start(t, s, wd) // attempt 1 at t=0
+		for range 2 {       // two proxy crashes: attempts 2 and 3
+			h.advance(time.Minute)
+			wd.set(func(w *world) { w.proxyDown = true })
+			h.advance(31 * time.Second)
+		}
+		if n := len(h.connects()); n != 3 {
+			t.Fatalf("%d connects, want 3", n)
+		}
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.proxyDown = true })
+		h.advance(31 * time.Second) // t ≈ 4.6 min: the window (10 min) is full
+		if n := len(h.connects()); n != 3 {
+			t.Errorf("%d connects, want the 4th held back", n)
+		}
+		if h.logged("Reconnect rate limit: 3 attempts in 10m0s") != 1 {
+			t.Errorf("rate limit not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		if st := h.w.Status(); st.Signals.RateLimitedUntil == nil || st.Counters.Storms != 0 {
+			t.Errorf("signals %+v storms %d", st.Signals, st.Counters.Storms)
+		}
+		h.advance(6 * time.Minute) // the first attempt leaves the window at t=10 min
+		if n := len(h.connects()); n != 4 {
+			t.Errorf("%d connects after the window, want 4", n)
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}

@@ -234,7 +234,7 @@ func TestReconnectRateLimit(t *testing.T) {
 		s := testSettings(t)
 		s.ReconnectLimit = 3
 		h := start(t, s, wd) // attempt 1 at t=0
-		for range 2 {       // two proxy crashes: attempts 2 and 3
+		for range 2 {        // two proxy crashes: attempts 2 and 3
 			h.advance(time.Minute)
 			wd.set(func(w *world) { w.proxyDown = true })
 			h.advance(31 * time.Second)

@@ -189,8 +189,7 @@
       case 'health':
         var ok = d.outcome === 'OK' || d.outcome === 'TUNNEL_OK';
         var exit = d.exit_ip ? ' · exit ' + d.exit_ip + (d.exit_country ? ' ' + d.exit_country : '') : '';
-        var took = d.duration_ms !== undefined ? ' · ' + d.duration_ms + ' ms' : '';
-        return [(d.outcome || 'check') + (d.reason ? ': ' + d.reason : '') + exit + took, ok ? 'ok' : 'bad'];
+        return [(d.outcome || 'check') + (d.reason ? ': ' + d.reason : '') + exit, ok ? 'ok' : 'bad'];
       case 'signal':
         return [(d.name || 'signal') + ': ' + (d.state || '') + (d.detail ? ' – ' + d.detail : ''),
           d.state === 'ok' ? 'ok' : 'warn'];
@@ -199,14 +198,24 @@
     }
   }
 
+  // A run of identical results (the healthy check every 30 s) is one row
+  // with a count, so transitions and failures stay in view.
   function addTimeline(msg) {
     var t = describe(msg);
-    var li = el('li', { 'data-kind': msg.kind }, [
+    var list = $('timeline');
+    var top = list.firstChild;
+    if (top && top.dataset.kind === msg.kind && top.dataset.text === t[0]) {
+      var n = Number(top.dataset.count || 1) + 1;
+      top.dataset.count = n;
+      top.querySelector('time').textContent = clock(msg.time);
+      top.querySelector('.count').textContent = ' ×' + n;
+      return;
+    }
+    var li = el('li', { 'data-kind': msg.kind, 'data-text': t[0] }, [
       el('time', { datetime: msg.time, text: clock(msg.time) }),
       el('span', { 'class': 'kind ' + t[1], text: msg.kind }),
-      el('span', { 'class': 'text', text: t[0] })
+      el('span', { 'class': 'text', text: t[0] }, [el('span', { 'class': 'count' })])
     ]);
-    var list = $('timeline');
     list.insertBefore(li, list.firstChild);
     while (list.children.length > MAX_TIMELINE) list.removeChild(list.lastChild);
   }
@@ -278,7 +287,11 @@
     var body = rows.map(function (r) {
       return el('tr', { 'class': r.current ? 'current' : '', 'data-node': r.node || '' }, cols.map(function (c) {
         var v = r[c];
-        if (typeof v === 'boolean') return el('td', { 'class': v === (c !== 'dead' && c !== 'failed') ? 'yes' : 'no', text: v ? 'yes' : 'no' });
+        if (c === 'current') return el('td', { text: v ? '●' : '' });
+        if (typeof v === 'boolean') {
+          var good = v === (c !== 'dead' && c !== 'failed');
+          return el('td', { 'class': good ? '' : 'no', text: v ? 'yes' : 'no' });
+        }
         return el('td', { text: v === undefined || v === null ? '' : String(v) });
       }));
     });

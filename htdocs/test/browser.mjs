@@ -1,0 +1,168 @@
+// Browser test of the live view: headless Chromium (Debian's `chromium`)
+// driven by playwright-core against a running daemon (the lab) or the
+// preview server (`go run ./src/api/preview`).
+//
+//   node htdocs/test/browser.mjs --url http://127.0.0.1:9099/ --token TOKEN \
+//     --out artifacts/ [--modules DIR] [--fault 'shell command'] \
+//     [--fault-pattern REGEX] [--timeout-ms 15000]
+//
+// --modules is a directory whose node_modules has playwright-core (default:
+// resolved from this file or the current directory). --fault runs after the
+// page is live; the timeline must then show an entry matching
+// --fault-pattern. Checks:
+//   1. without a token the page asks for one and requests nothing from /api;
+//   2. with #token= it shows the live state over the websocket;
+//   3. clicking rotate (to another node) changes the node;
+//   4. (with --fault) the fault appears in the timeline;
+//   5. with the websocket blocked it keeps updating by polling;
+//   6. the page fits a phone screen (no horizontal scroll).
+// Screenshots go to --out. Ends with "N passed, N failed"; exit 1 on failure.
+import { createRequire } from 'node:module';
+import { execSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import process from 'node:process';
+
+function args() {
+  const a = { url: '', token: '', out: 'browser-artifacts', modules: '', fault: '',
+    faultPattern: 'PROXY_BROKEN|degraded|rotation|suspect', timeoutMs: 15000,
+    chromium: process.env.CHROMIUM || '/usr/bin/chromium' };
+  const argv = process.argv.slice(2);
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i].replace(/^--/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    if (!(k in a)) throw new Error(`unknown option ${argv[i]}`);
+    a[k] = k === 'timeoutMs' ? Number(argv[++i]) : argv[++i];
+  }
+  if (!a.url || !a.token) throw new Error('--url and --token are required');
+  if (!a.url.endsWith('/')) a.url += '/';
+  return a;
+}
+
+async function loadPlaywright(dir) {
+  for (const base of [dir, path.dirname(new URL(import.meta.url).pathname), process.cwd()].filter(Boolean)) {
+    try {
+      const req = createRequire(path.join(path.resolve(base), 'noop.js'));
+      return req(req.resolve('playwright-core'));
+    } catch { /* try the next place */ }
+  }
+  throw new Error('playwright-core not found: npm i playwright-core in a directory and pass --modules DIR');
+}
+
+const opt = args();
+const { chromium } = await loadPlaywright(opt.modules);
+mkdirSync(opt.out, { recursive: true });
+const shot = (page, name) => page.screenshot({ path: path.join(opt.out, name), fullPage: true });
+
+let passed = 0, failed = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e.message.split('\n')[0]}`);
+  }
+}
+function assert(cond, msg) { if (!cond) throw new Error(msg); }
+
+const browser = await chromium.launch({
+  executablePath: opt.chromium,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+});
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+
+  await check('a page without a token gets nothing', async () => {
+    const page = await ctx.newPage();
+    const apiRequests = [];
+    page.on('request', (r) => { if (new URL(r.url()).pathname.includes('/api/')) apiRequests.push(r.url()); });
+    page.on('websocket', (w) => apiRequests.push(w.url()));
+    await page.goto(opt.url);
+    await page.locator('#token-input').waitFor({ state: 'visible', timeout: opt.timeoutMs });
+    await page.waitForTimeout(1000);
+    assert(await page.locator('#main').isHidden(), 'the status area is visible without a token');
+    assert(apiRequests.length === 0, `requests without a token: ${apiRequests.join(', ')}`);
+    await shot(page, '01-no-token.png');
+    await page.close();
+  });
+
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+
+  await check('the page shows the live state', async () => {
+    await page.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    await page.waitForFunction(() => {
+      const s = document.querySelector('#state');
+      return s && s.textContent.trim() !== '' && s.textContent !== '–';
+    }, null, { timeout: opt.timeoutMs });
+    await page.waitForFunction(() => document.querySelector('#conn').dataset.conn === 'live', null, { timeout: opt.timeoutMs });
+    const node = (await page.textContent('#node')).trim();
+    assert(node && node !== '–', 'no node shown');
+    assert(!page.url().includes('token='), 'the token stayed in the address bar');
+    assert((await page.locator('#nodes tbody tr').count()) > 0, 'the node table is empty');
+    await shot(page, '02-live.png');
+  });
+
+  await check('clicking rotate changes the node', async () => {
+    const before = (await page.textContent('#node')).trim();
+    const target = await page.$$eval('#rotate-node option', (os, cur) =>
+      os.map((o) => o.value).find((v) => v && v !== cur), before);
+    assert(target, 'no other node to rotate to');
+    await page.selectOption('#rotate-node', target);
+    await page.click('#btn-rotate');
+    await page.waitForFunction((t) => document.querySelector('#node').textContent.trim() === t,
+      target, { timeout: opt.timeoutMs });
+    await page.locator('#timeline li').first().waitFor({ timeout: opt.timeoutMs });
+    await shot(page, '03-rotated.png');
+  });
+
+  if (opt.fault) {
+    await check('an injected fault appears in the timeline', async () => {
+      const re = new RegExp(opt.faultPattern);
+      const seenBefore = await page.$$eval('#timeline li', (ls) => ls.length);
+      const t0 = Date.now();
+      execSync(opt.fault, { stdio: 'inherit', timeout: opt.timeoutMs });
+      await page.waitForFunction(([src, n]) => {
+        const items = [...document.querySelectorAll('#timeline li')];
+        return items.slice(0, Math.max(items.length - n, 1)).some((li) => new RegExp(src).test(li.textContent));
+      }, [re.source, seenBefore], { timeout: opt.timeoutMs });
+      console.log(`     fault visible after ${Date.now() - t0} ms`);
+      await shot(page, '04-fault.png');
+    });
+  }
+
+  await check('without the websocket it falls back to polling', async () => {
+    const p = await ctx.newPage();
+    await p.routeWebSocket(/\/api\/v1\/ws/, (ws) => ws.close());
+    await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    await p.waitForFunction(() => ['polling', 'reconnecting'].includes(document.querySelector('#conn').dataset.conn) &&
+      document.querySelector('#state').textContent !== '–', null, { timeout: opt.timeoutMs });
+    const before = await p.textContent('#uptime');
+    await p.waitForFunction((b) => document.querySelector('#uptime').textContent !== b, before, { timeout: opt.timeoutMs });
+    await shot(p, '05-polling.png');
+    await p.close();
+  });
+
+  await check('the page is usable on a phone', async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    const p = await phone.newPage();
+    await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    await p.waitForFunction(() => document.querySelector('#state').textContent !== '–', null, { timeout: opt.timeoutMs });
+    const overflow = await p.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    assert(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
+    const box = await p.locator('#btn-rotate').boundingBox();
+    assert(box && box.height >= 36, 'the rotate button is too small to tap');
+    await shot(p, '06-phone.png');
+    await phone.close();
+  });
+
+  await check('no script errors', async () => {
+    assert(errors.length === 0, errors.join('; '));
+  });
+} finally {
+  await browser.close();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

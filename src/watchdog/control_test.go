@@ -324,3 +324,52 @@ func TestSubscribersNeverBlock(t *testing.T) {
 		h.stop()
 	})
 }
+
+func TestHandleCommand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		ctx := t.Context()
+		out, err := h.w.HandleCommand(ctx, "status", nil)
+		if err != nil || out.(Status).State != StateHealthy {
+			t.Fatalf("status = %v, %v", out, err)
+		}
+		if _, err := h.w.HandleCommand(ctx, "diag", map[string]any{"on": "on"}); err != nil {
+			t.Fatal(err)
+		}
+		h.requireState(StateDiag)
+		if _, err := h.w.HandleCommand(ctx, "rotate", map[string]any{"node": "Miami"}); !errors.Is(err, ErrDiag) {
+			t.Errorf("rotate in diag: %v", err)
+		}
+		if _, err := h.w.HandleCommand(ctx, "diag", map[string]any{"on": false}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.w.HandleCommand(ctx, "rotate", map[string]any{"node": "Los Angeles"}); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(2 * time.Second)
+		if n := h.w.Status().Node; n != "Los Angeles" {
+			t.Errorf("node %s after rotate", n)
+		}
+		for _, bad := range []struct {
+			cmd  string
+			args map[string]any
+		}{{"frobnicate", nil}, {"diag", map[string]any{"on": "maybe"}}, {"rotate", map[string]any{"node": 7}}, {"wan", nil}} {
+			if _, err := h.w.HandleCommand(ctx, bad.cmd, bad.args); err == nil {
+				t.Errorf("%s %v accepted", bad.cmd, bad.args)
+			}
+		}
+		if _, err := h.w.HandleCommand(ctx, "wan", map[string]any{"up": false}); err != nil {
+			t.Fatal(err)
+		}
+		h.requireState(StateWANDown)
+		if _, err := h.w.HandleCommand(ctx, "stop", map[string]any{"open": true}); err != nil {
+			t.Fatal(err)
+		}
+		<-h.done
+		synctest.Wait()
+		if wd.count("fw.Teardown keepKillSwitch=false") != 1 {
+			t.Errorf("stop open: %q", wd.get().calls)
+		}
+	})
+}

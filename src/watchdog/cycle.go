@@ -121,7 +121,7 @@ func (w *Watchdog) markHealthyLocked() {
 	w.counters.FailedReconnects = 0
 	clear(w.tried)
 	now := w.clock.Now()
-	if w.lastHeartbeat.IsZero() || now.Sub(w.lastHeartbeat) >= w.s.HeartbeatInterval {
+	if w.s.HeartbeatInterval > 0 && (w.lastHeartbeat.IsZero() || now.Sub(w.lastHeartbeat) >= w.s.HeartbeatInterval) {
 		w.lastHeartbeat = now
 		w.logLocked(slog.LevelInfo, "VPN healthy: exit="+orUnknown(w.exit.Country), "node", w.node, "ip", w.exit.IP)
 	}

@@ -18,7 +18,7 @@ type Settings struct {
 	CheckInterval     time.Duration // between checks while healthy (30 s)
 	DegradedInterval  time.Duration // between checks after a failure (10 s)
 	FailThreshold     int           // consecutive failed checks before rotating (4)
-	HeartbeatInterval time.Duration // "VPN healthy: exit=US" at most this often (600 s)
+	HeartbeatInterval time.Duration // "VPN healthy: exit=US" at most this often (600 s); 0 = never
 
 	StormCooldown   time.Duration // after every candidate failed (600 s)
 	ReconnectWindow time.Duration // rate limit window (600 s)
@@ -96,7 +96,6 @@ func (s Settings) Validate() error {
 	}
 	pos("check_interval", s.CheckInterval)
 	pos("degraded_interval", s.DegradedInterval)
-	pos("heartbeat_interval", s.HeartbeatInterval)
 	pos("storm_cooldown", s.StormCooldown)
 	pos("reconnect_window", s.ReconnectWindow)
 	pos("phase1_timeout", s.Phase1Timeout)

@@ -1,0 +1,104 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// HandleCommand serves one control-socket (or ubus) request. cmd wraps it in
+// a control.Handler. Commands and their arguments:
+//
+//	status                      the Status snapshot
+//	check                       health check now
+//	rotate     {"node": NAME}   rotate to NAME, or to the next candidate without it
+//	reconnect                   reconnect to the current node
+//	diag       {"on": BOOL}     diag mode on or off ("on"/"off" strings too); no argument toggles
+//	reload                      re-read the config
+//	wan        {"up": BOOL}     WAN hotplug events
+//	stop       {"open": BOOL}   stop the daemon; open also removes the kill switch
+//
+// Every command but status returns the Status snapshot taken after it.
+func (w *Watchdog) HandleCommand(ctx context.Context, cmd string, args map[string]any) (any, error) {
+	var err error
+	switch cmd {
+	case "status":
+		return w.Status(), nil
+	case "check":
+		err = w.Check(ctx)
+	case "rotate":
+		var node string
+		if node, err = stringArg(args, "node"); err == nil {
+			err = w.Rotate(ctx, node)
+		}
+	case "reconnect":
+		err = w.Reconnect(ctx)
+	case "diag":
+		var on, set bool
+		if on, set, err = boolArg(args, "on"); err == nil {
+			if set {
+				err = w.SetDiag(ctx, on)
+			} else {
+				err = w.ToggleDiag(ctx)
+			}
+		}
+	case "reload":
+		err = w.ReloadFromSource(ctx)
+	case "wan":
+		var up, set bool
+		if up, set, err = boolArg(args, "up"); err == nil {
+			switch {
+			case !set:
+				err = fmt.Errorf("wan: argument \"up\" (true or false) is required")
+			case up:
+				err = w.WANUp(ctx)
+			default:
+				err = w.WANDown(ctx)
+			}
+		}
+	case "stop":
+		var open bool
+		if open, _, err = boolArg(args, "open"); err == nil {
+			err = w.Shutdown(ctx, open)
+		}
+	default:
+		return nil, fmt.Errorf("unknown command %q (status, check, rotate, reconnect, diag, reload, wan, stop)", cmd)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return w.Status(), nil
+}
+
+func stringArg(args map[string]any, name string) (string, error) {
+	v, ok := args[name]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("argument %q must be a string, got %T", name, v)
+	}
+	return strings.TrimSpace(s), nil
+}
+
+func boolArg(args map[string]any, name string) (val, set bool, err error) {
+	v, ok := args[name]
+	if !ok || v == nil {
+		return false, false, nil
+	}
+	switch x := v.(type) {
+	case bool:
+		return x, true, nil
+	case string:
+		switch strings.ToLower(x) {
+		case "on", "true", "1", "yes":
+			return true, true, nil
+		case "off", "false", "0", "no":
+			return false, true, nil
+		}
+	case float64:
+		return x != 0, true, nil
+	}
+	return false, false, fmt.Errorf("argument %q must be true/false or on/off, got %v", name, v)
+}

@@ -1,6 +1,7 @@
 package procscan
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -35,6 +36,10 @@ func startNamed(t *testing.T, name string) *exec.Cmd {
 	return cmd
 }
 
+// testName is a process name unique to this test run: the machine may run
+// real (lab) surflare-proxy processes that a test must neither find nor kill.
+var testName = fmt.Sprintf("sfp-%d", os.Getpid()%1000000)
+
 func pids(ps []Process) []int {
 	var out []int
 	for _, p := range ps {
@@ -44,29 +49,29 @@ func pids(ps []Process) []int {
 }
 
 func TestByNameFindsProxyAndIgnoresLookalikes(t *testing.T) {
-	proxy := startNamed(t, "surflare-proxy")
+	proxy := startNamed(t, testName)
 	// A process that merely mentions the name in its arguments, like
 	// `pgrep -f` would match, must not count.
-	decoy := exec.Command("sh", "-c", "sleep 60; echo surflare-proxy")
+	decoy := exec.Command("sh", "-c", "sleep 60; echo "+testName)
 	if err := decoy.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { decoy.Process.Kill(); decoy.Wait() })
 
-	ps, err := Scanner{}.ByName("surflare-proxy")
+	ps, err := Scanner{}.ByName(testName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := pids(ps); !slices.Equal(got, []int{proxy.Process.Pid}) {
 		t.Fatalf("ByName = %v, want only the proxy %d", got, proxy.Process.Pid)
 	}
-	if alive, _ := (Scanner{}).Alive("surflare"); alive {
+	if alive, _ := (Scanner{}).Alive(testName[:len(testName)-1]); alive {
 		t.Error("a prefix of the name matched")
 	}
 }
 
 func TestZombieIsNotAlive(t *testing.T) {
-	proxy := startNamed(t, "surflare-proxy")
+	proxy := startNamed(t, testName)
 	proxy.Process.Signal(syscall.SIGKILL)
 	// Not reaped yet: the kernel keeps a zombie with the same comm.
 	deadline := time.Now().Add(5 * time.Second)
@@ -83,7 +88,7 @@ func TestZombieIsNotAlive(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if alive, err := (Scanner{}).Alive("surflare-proxy"); err != nil || alive {
+	if alive, err := (Scanner{}).Alive(testName); err != nil || alive {
 		t.Errorf("Alive = %v, %v; a zombie proxy must not count as alive", alive, err)
 	}
 }
@@ -170,8 +175,8 @@ func TestParseOddCommAndLimits(t *testing.T) {
 }
 
 func TestKillStaleProxy(t *testing.T) {
-	proxy := startNamed(t, "surflare-proxy")
-	ps, _ := Scanner{}.ByName("surflare-proxy")
+	proxy := startNamed(t, testName)
+	ps, _ := Scanner{}.ByName(testName)
 	killed, err := Scanner{}.Kill(pids(ps)...)
 	if err != nil || !slices.Equal(killed, []int{proxy.Process.Pid}) {
 		t.Fatalf("Kill = %v, %v", killed, err)

@@ -2,6 +2,7 @@ package watchdog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,10 @@ func TestCrashCleanupOrderAndActions(t *testing.T) {
 		t.Skip("needs sleep(1)")
 	}
 	data, _ := os.ReadFile(src)
-	bin := filepath.Join(t.TempDir(), "surflare-proxy")
+	// A unique name: real lab proxies may run on this machine and must not
+	// be killed by a test.
+	name := fmt.Sprintf("sfp-%d", os.Getpid()%1000000)
+	bin := filepath.Join(t.TempDir(), name)
 	os.WriteFile(bin, data, 0o755)
 	proxy := exec.Command(bin, "60")
 	if err := proxy.Start(); err != nil {
@@ -37,7 +41,7 @@ func TestCrashCleanupOrderAndActions(t *testing.T) {
 		return func(context.Context) error { order = append(order, name); return nil }
 	}
 	steps := CrashCleanup(CleanupHooks{
-		ProxyName: "surflare-proxy", RunDir: run,
+		ProxyName: name, RunDir: run,
 		TombstonedTProxy: hook("tproxy"), OrphanedTrace: hook("trace"), FlushVendor: hook("vendor"),
 		DNSEnforce: hook("dns"), StaleFwmarkRules: hook("fwmark"),
 	})

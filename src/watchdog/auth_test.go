@@ -215,3 +215,21 @@ func TestConnectSaysAuthNeeded(t *testing.T) {
 		h.stop()
 	})
 }
+
+func TestSubscriptionLapsesWhileConnectedNoRotation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.status = surflare.StateSubscriptionInactive; w.dead["Dallas"] = true })
+		h.advance(5 * time.Minute)
+		h.requireState(StateSubscription)
+		if c := h.connects(); len(c) != 1 {
+			t.Errorf("rotated %q with an inactive subscription", c)
+		}
+		if n := len(wd.get().loginAt); n != 0 {
+			t.Errorf("%d logins with an inactive subscription", n)
+		}
+		h.stop()
+	})
+}

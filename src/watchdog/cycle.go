@@ -95,11 +95,10 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Health check failed on %s: %s (%d/%d)", w.node, r.Outcome, w.f.consecutiveFails, w.s.FailThreshold),
 		"reason", r.Reason)
 	w.startAuthCheckLocked()
-	authBusy := w.f.auth.needed || w.f.auth.running
 	switch {
-	case authBusy:
-		// Rotating cannot fix a dead session; keep probing while the
-		// login worker runs.
+	case !w.canAutoConnectLocked(now):
+		// Rotating cannot fix a dead session or an inactive subscription;
+		// keep probing while the login worker (or the cooldown) runs.
 		w.nextCheckAt = now.Add(w.s.DegradedInterval)
 	case r.Outcome == health.LocalFail:
 		// The proxy died or its tables vanished: the node is not to blame.

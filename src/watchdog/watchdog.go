@@ -132,6 +132,10 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	w.mu.Unlock()
 
 	if err := w.startup(ctx); err != nil {
+		if ctx.Err() != nil { // stopped during startup: a clean stop
+			w.stop(ctx, false)
+			return nil
+		}
 		w.log.Error("Startup failed", "err", err)
 		w.stop(ctx, false)
 		return err

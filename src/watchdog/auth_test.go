@@ -222,10 +222,12 @@ func TestSubscriptionLapsesWhileConnectedNoRotation(t *testing.T) {
 		h := start(t, testSettings(t), wd)
 		h.advance(time.Minute)
 		wd.set(func(w *world) { w.status = surflare.StateSubscriptionInactive; w.dead["Dallas"] = true })
+		flushes := wd.count("fw.FlushVendor")
 		h.advance(5 * time.Minute)
 		h.requireState(StateSubscription)
-		if c := h.connects(); len(c) != 1 {
-			t.Errorf("rotated %q with an inactive subscription", c)
+		if r := h.w.Status().Counters.Rotations; r != 0 || wd.count("fw.FlushVendor") != flushes {
+			t.Errorf("%d rotations, %d vendor flushes with an inactive subscription; want none",
+				r, wd.count("fw.FlushVendor")-flushes)
 		}
 		if n := len(wd.get().loginAt); n != 0 {
 			t.Errorf("%d logins with an inactive subscription", n)

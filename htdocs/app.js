@@ -50,6 +50,7 @@
     sessionStorage.removeItem(TOKEN_KEY);
     $('main').hidden = true;
     $('btn-forget').hidden = true;
+    $('updated').textContent = '';
     $('auth').hidden = false;
     $('auth-msg').textContent = msg || '';
     setConn('idle', 'not connected');
@@ -166,7 +167,10 @@
       (d.events || []).forEach(handle);
       return;
     }
-    var key = msg.time + '|' + msg.kind + '|' + JSON.stringify(msg.data);
+    // A transition carries its own time (at); the status's
+    // last_transitions and the stream then name the same one alike.
+    var d0 = msg.data || {};
+    var key = msg.kind + '|' + (d0.at || msg.time) + '|' + JSON.stringify(d0);
     if (seen.has(key)) return;
     if (seen.size > 5000) seen.clear();
     seen.add(key);
@@ -198,25 +202,30 @@
     }
   }
 
-  // A run of identical results (the healthy check every 30 s) is one row
-  // with a count, so transitions and failures stay in view.
+  // Rows are kept newest first by event time (history, snapshots and the
+  // stream may arrive out of order). A run of identical results (the
+  // healthy check every 30 s) is one row with a count, so transitions and
+  // failures stay in view.
   function addTimeline(msg) {
     var t = describe(msg);
+    var ts = Date.parse(msg.time) || 0;
     var list = $('timeline');
-    var top = list.firstChild;
-    if (top && top.dataset.kind === msg.kind && top.dataset.text === t[0]) {
-      var n = Number(top.dataset.count || 1) + 1;
-      top.dataset.count = n;
-      top.querySelector('time').textContent = clock(msg.time);
-      top.querySelector('.count').textContent = ' ×' + n;
+    var older = list.firstChild;
+    while (older && Number(older.dataset.ts) > ts) older = older.nextSibling;
+    if (older && older.dataset.kind === msg.kind && older.dataset.text === t[0]) {
+      var n = Number(older.dataset.count || 1) + 1;
+      older.dataset.count = n;
+      older.dataset.ts = ts; // still no newer than the row above it
+      older.querySelector('time').textContent = clock(msg.time);
+      older.querySelector('.count').textContent = ' ×' + n;
       return;
     }
-    var li = el('li', { 'data-kind': msg.kind, 'data-text': t[0] }, [
+    var li = el('li', { 'data-kind': msg.kind, 'data-text': t[0], 'data-ts': ts }, [
       el('time', { datetime: msg.time, text: clock(msg.time) }),
       el('span', { 'class': 'kind ' + t[1], text: msg.kind }),
       el('span', { 'class': 'text', text: t[0] }, [el('span', { 'class': 'count' })])
     ]);
-    list.insertBefore(li, list.firstChild);
+    list.insertBefore(li, older);
     while (list.children.length > MAX_TIMELINE) list.removeChild(list.lastChild);
   }
 
@@ -249,6 +258,7 @@
     var c = status.counters || {};
     $('checks').textContent = c.checks !== undefined ? c.checks + ' / ' + (c.failed_checks || 0) + ' failed' : '–';
     $('uptime').textContent = duration(status.uptime_s);
+    $('updated').textContent = 'updated ' + clock(status.updated_at || Date.now());
     var diag = !!(status.signals && status.signals.diag);
     var b = $('btn-diag');
     b.dataset.diag = diag ? 'on' : 'off';

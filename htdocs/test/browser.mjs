@@ -139,8 +139,8 @@ try {
     await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
     await p.waitForFunction(() => ['polling', 'reconnecting'].includes(document.querySelector('#conn').dataset.conn) &&
       document.querySelector('#state').textContent !== '–', null, { timeout: opt.timeoutMs });
-    const before = await p.textContent('#uptime');
-    await p.waitForFunction((b) => document.querySelector('#uptime').textContent !== b, before, { timeout: opt.timeoutMs });
+    const before = await p.textContent('#updated');
+    await p.waitForFunction((b) => document.querySelector('#updated').textContent !== b, before, { timeout: opt.timeoutMs });
     await shot(p, '05-polling.png');
     await p.close();
   });

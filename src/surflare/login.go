@@ -25,6 +25,7 @@ type LoginError struct {
 	Code   int    // exit code; ExitTimeout when killed
 }
 
+// Error says whether the failure is fatal and why, never with the password.
 func (e *LoginError) Error() string {
 	class := "retryable"
 	if e.Fatal {

@@ -149,8 +149,13 @@ type Spec struct {
 	// kill switch so login and status work while the tunnel is down.
 	APIEndpoints []netip.Prefix
 	// DNSDirect are domestic upstream resolvers the router's own resolver
-	// may query directly (UDP and TCP 53).
+	// queries directly (plain DNS on UDP/TCP 53, DoT 853, DoH 443): never
+	// marked into the tunnel, allowed by the kill switch.
 	DNSDirect []netip.Addr
+	// ForeignDNS are the public resolvers the router's own resolver asks for
+	// foreign names (UDP/TCP 53), and TunnelDoH the DoH endpoints it uses
+	// (TCP 443): both are marked into the tunnel (dns.go).
+	ForeignDNS, TunnelDoH []netip.Addr
 
 	// Private destinations never go to the proxy (both families).
 	Private []netip.Prefix
@@ -250,6 +255,9 @@ func (s Spec) Validate() error {
 		if !a.IsValid() || a.Zone() != "" {
 			bad("domestic DNS upstream %v is not a plain address", a)
 		}
+	}
+	if err := dnsProblems(s); err != nil {
+		errs = append(errs, err)
 	}
 	for i, d := range s.Bypass {
 		name := d.Name

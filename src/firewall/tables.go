@@ -120,6 +120,7 @@ func killSwitchTable(s Spec) tableSpec {
 		{name: SetCNDirect4, kind: kindIPv4, interval: true, ranges: prefixesOf(s.CNDirect4, false)},
 		{name: SetDomestic, kind: kindIPv4, timeout: DomesticTimeout, synced: true},
 	}
+	t.sets = append(t.sets, dnsSets(s, false)...)
 	if v6 {
 		t.sets = append(t.sets,
 			setSpec{name: SetEndpoints6, kind: kindIPv6, interval: true, ranges: prefixesOf(append(append([]netip.Prefix(nil), s.Relays...), s.APIEndpoints...), true)},
@@ -127,6 +128,7 @@ func killSwitchTable(s Spec) tableSpec {
 			setSpec{name: SetDNSDirect6, kind: kindIPv6, addrs: hostAddrs(s.DNSDirect, true)},
 			setSpec{name: SetCNDirect6, kind: kindIPv6, interval: true, ranges: prefixesOf(s.CNDirect6, true)},
 		)
+		t.sets = append(t.sets, dnsSets(s, true)...)
 	}
 	if s.router() {
 		t.counters = append(t.counters, CounterBlockedFwd)
@@ -166,14 +168,10 @@ func killSwitchTable(s Spec) tableSpec {
 	out = append(out,
 		r("out-dhcp-client").nfproto(false).port(unix.IPPROTO_UDP, true, 68).port(unix.IPPROTO_UDP, false, 67).accept(),
 		r("out-ntp").port(unix.IPPROTO_UDP, false, 123).accept(),
-		r("out-dns-direct4-udp").addrLookup(false, false, SetDNSDirect4).port(unix.IPPROTO_UDP, false, 53).accept(),
-		r("out-dns-direct4-tcp").addrLookup(false, false, SetDNSDirect4).port(unix.IPPROTO_TCP, false, 53).accept(),
 	)
+	out = append(out, dnsDirectAccepts(false)...)
 	if v6 {
-		out = append(out,
-			r("out-dns-direct6-udp").addrLookup(true, false, SetDNSDirect6).port(unix.IPPROTO_UDP, false, 53).accept(),
-			r("out-dns-direct6-tcp").addrLookup(true, false, SetDNSDirect6).port(unix.IPPROTO_TCP, false, 53).accept(),
-		)
+		out = append(out, dnsDirectAccepts(true)...)
 	}
 	out = append(out, r("out-cn-direct4").addrLookup(false, false, SetCNDirect4).accept())
 	if v6 {
@@ -208,6 +206,8 @@ func killSwitchTable(s Spec) tableSpec {
 		t.chains = append(t.chains, chainSpec{name: "forward", typ: nftables.ChainTypeFilter,
 			hook: hook(nftables.ChainHookForward), prio: PrioKillSwitch, policy: nftables.ChainPolicyDrop, rules: fwd})
 	}
+
+	t.chains = append(t.chains, dnsRouteChain(s))
 
 	// postrouting: a tunnel-marked packet must be delivered locally (to the
 	// proxy). If it is about to leave through a real interface, the policy
@@ -257,13 +257,15 @@ func tproxyTable(s Spec, v6 bool) tableSpec {
 		r("private").addrLookup(v6, false, SetPrivate).ret(),
 		r("bypass-mac").etherSaddrLookup(SetBypassDevices).ret(),
 		r("bypass-src").addrLookup(v6, true, SetBypassSrc).ret(),
+		// Blocked DoH is reset before anything could let it pass (cn_direct,
+		// domestic, the proxy): the client falls back to plain DNS at once.
+		r("blocked-doh").addrLookup(v6, false, SetBlockedDoH).port(unix.IPPROTO_TCP, false, PortDoH).rejectReset(),
 		r("cn-direct").addrLookup(v6, false, SetCNDirect).ret(),
 	}
 	if !v6 {
 		rules = append(rules, r("domestic").addrLookup(false, false, SetDomestic).ret())
 	}
 	rules = append(rules,
-		r("blocked-doh").addrLookup(v6, false, SetBlockedDoH).port(unix.IPPROTO_TCP, false, 443).rejectReset(),
 		// DTLS (WebRTC, some VPN-in-browser) records carry version 0xfefd at
 		// UDP payload bytes 1-2; QUIC long headers never do.
 		r("dtls").port(unix.IPPROTO_UDP, false, 443).thPayload(72, 16, 0xfefd).ret(),

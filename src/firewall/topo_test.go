@@ -93,6 +93,8 @@ func labSpec() Spec {
 	s.CNDirect4 = []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}
 	s.DNSDirect = []netip.Addr{netip.MustParseAddr("198.19.0.53")}
 	s.BlockedDoH = []netip.Prefix{netip.MustParsePrefix("198.18.50.2/32")}
+	s.ForeignDNS = []netip.Addr{netip.MustParseAddr(foreignDNS)}
+	s.TunnelDoH = []netip.Addr{netip.MustParseAddr("198.18.50.2")}
 	return s
 }
 

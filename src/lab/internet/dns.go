@@ -177,6 +177,7 @@ func (s *Servers) serveDNS(ctx context.Context, a netip.Addr, port uint16) error
 				continue
 			}
 			if resp, err := s.cfg.Zone.Answer(buf[:n]); err == nil {
+				s.recordQuery("udp", pc.LocalAddr(), from, buf[:n])
 				pc.WriteTo(resp, from)
 			}
 		}
@@ -197,6 +198,7 @@ func (s *Servers) serveDNS(ctx context.Context, a netip.Addr, port uint16) error
 			if err != nil {
 				return
 			}
+			s.recordQuery("tcp", c.LocalAddr(), c.RemoteAddr(), q)
 			if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(resp))), resp...)); err != nil {
 				return
 			}
@@ -228,7 +230,18 @@ func (s *Servers) dohHandler() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		s.recordQuery("doh", local, remoteAddr(r.RemoteAddr), q)
 		w.Header().Set("Content-Type", "application/dns-message")
 		w.Write(resp)
 	})
+}
+
+// remoteAddr turns an http.Request's RemoteAddr into a net.Addr.
+func remoteAddr(hp string) net.Addr {
+	ap, err := netip.ParseAddrPort(hp)
+	if err != nil {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(ap)
 }

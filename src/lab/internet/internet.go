@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -50,6 +51,9 @@ type Config struct {
 	DoHPort uint16
 	DoH     []netip.Addr
 	Zone    Zone
+	// OnQuery, if set, is told about every question the resolvers and the
+	// DoH endpoint answer (see QueryLogName).
+	OnQuery func(Query)
 
 	// DialTimeout bounds an exit's dial to the final destination and a
 	// relay's dial to an exit.
@@ -81,6 +85,7 @@ func PlanConfig(labDir string) Config {
 		DoHPort:     443,
 		DoH:         []netip.Addr{lab.DoH},
 		Zone:        PlanZone(),
+		OnQuery:     QueryFileLogger(filepath.Join(labDir, "log", QueryLogName)),
 		DialTimeout: 5 * time.Second,
 		CountryOf:   lab.CountryOf,
 		Faults:      fakes.NewWatcher(labDir, nil),

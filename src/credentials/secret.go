@@ -11,33 +11,32 @@ const Redacted = "[redacted]"
 
 // Secret holds a password so that it cannot leak by accident: fmt (every
 // verb, %#v included), log/slog, encoding/json and encoding.TextMarshaler
-// users all see Redacted. The value sits behind a pointer, so even fmt's
-// reflection over a struct that holds a Secret in an unexported field prints
-// an address, never the text. Only Reveal returns it; grep for Reveal to
-// audit where the password goes.
-type Secret struct{ box *secretBox }
-
-type secretBox struct{ v string }
+// users all see Redacted. The text sits behind a *string: where fmt cannot
+// call the methods (a Secret inside an unexported field) it falls back to
+// reflection, which prints a pointer to a string as an address — a pointer
+// to a struct it would dereference and print. Only Reveal returns the
+// text; grep for Reveal to audit where the password goes.
+type Secret struct{ p *string }
 
 // NewSecret wraps a password.
 func NewSecret(s string) Secret {
 	if s == "" {
 		return Secret{}
 	}
-	return Secret{&secretBox{s}}
+	return Secret{&s}
 }
 
 // Reveal returns the password. Call it only where the password must be
 // handed on (the vendor CLI's prompt, systemd-creds' stdin, the file).
 func (s Secret) Reveal() string {
-	if s.box == nil {
+	if s.p == nil {
 		return ""
 	}
-	return s.box.v
+	return *s.p
 }
 
 // IsZero reports whether there is no password.
-func (s Secret) IsZero() bool { return s.box == nil || s.box.v == "" }
+func (s Secret) IsZero() bool { return s.p == nil || *s.p == "" }
 
 // String implements fmt.Stringer.
 func (s Secret) String() string { return Redacted }

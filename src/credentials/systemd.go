@@ -108,9 +108,9 @@ func EncryptForSystemd(ctx context.Context, opts EncryptOptions, pw Secret) (Enc
 		return EncryptResult{}, err
 	}
 	o := opts.withDefaults()
-	bin, err := o.LookPath(o.SystemdCreds)
+	bin, err := o.FindSystemdCreds()
 	if err != nil {
-		return EncryptResult{}, fmt.Errorf("%w (%s): setup-auth needs systemd 250 or later; without systemd, use `surflare-watchdog credentials set`", ErrNoSystemdCreds, o.SystemdCreds)
+		return EncryptResult{}, err
 	}
 	res := EncryptResult{Key: o.Key, Reason: "chosen with --with-key", Output: o.Output}
 	if o.Key == KeyAuto {
@@ -133,6 +133,18 @@ func EncryptForSystemd(ctx context.Context, opts EncryptOptions, pw Secret) (Enc
 	}
 	res.UnitLine = "LoadCredentialEncrypted=" + SystemdCredentialName + ":" + o.Output
 	return res, nil
+}
+
+// FindSystemdCreds returns the path of systemd-creds, or an error wrapping
+// ErrNoSystemdCreds that tells the user what to do instead; setup-auth
+// checks it before asking for the password.
+func (o EncryptOptions) FindSystemdCreds() (string, error) {
+	o = o.withDefaults()
+	bin, err := o.LookPath(o.SystemdCreds)
+	if err != nil {
+		return "", fmt.Errorf("%w (%s): setup-auth needs systemd 250 or later; without systemd, use `surflare-watchdog credentials set`", ErrNoSystemdCreds, o.SystemdCreds)
+	}
+	return bin, nil
 }
 
 func (o EncryptOptions) keyOrAuto() Key {

@@ -167,12 +167,18 @@ func spliceUsername(c *uci.Config, data []byte, username string) ([]byte, bool) 
 	}
 	if o := s.Option(usernameOption); o != nil {
 		i := o.Line - 1
-		if i < 0 || i >= len(lines) || !lineIsOnly(lines[i]) {
+		if i < 0 || i >= len(lines) {
 			return nil, false
 		}
 		body := strings.TrimRight(lines[i], "\r\n")
+		end, ok := statementEnd(body)
+		if !ok {
+			return nil, false
+		}
 		indent := body[:len(body)-len(strings.TrimLeft(body, " \t"))]
-		lines[i] = indent + stmt + lines[i][len(body):]
+		// Keep what follows the statement (spaces, a # comment) and the
+		// line ending.
+		lines[i] = indent + stmt + lines[i][end:]
 		return []byte(strings.Join(lines, "")), true
 	}
 	at, indent := s.Line, "\t"
@@ -196,15 +202,38 @@ func spliceUsername(c *uci.Config, data []byte, username string) ([]byte, bool) 
 	return []byte(strings.Join(lines, "")), true
 }
 
-// lineIsOnly reports whether a line holds exactly one statement, an
-// `option username`, so replacing the line replaces just that option.
-func lineIsOnly(line string) bool {
-	c, err := uci.Parse("x", []byte("config x\n"+line))
+// statementEnd returns where the `option username` statement on a line
+// ends: the shortest prefix, cut at a space, tab or '#', that already
+// gives the same value. ok is false when the line holds anything else (a
+// second statement, a list).
+func statementEnd(body string) (int, bool) {
+	value, ok := usernameOnLine(body)
+	if !ok {
+		return 0, false
+	}
+	for i := 1; i < len(body); i++ {
+		if c := body[i]; c != ' ' && c != '\t' && c != '#' {
+			continue
+		}
+		if v, ok := usernameOnLine(body[:i]); ok && v == value {
+			return i, true
+		}
+	}
+	return len(body), true
+}
+
+// usernameOnLine parses a line on its own and returns the username it sets
+// when the line holds exactly that one option.
+func usernameOnLine(line string) (string, bool) {
+	c, err := uci.Parse("x", []byte("config x\n"+line+"\n"))
 	if err != nil || len(c.Sections) != 1 {
-		return false
+		return "", false
 	}
 	opts := c.Sections[0].Options
-	return len(opts) == 1 && opts[0].Name == usernameOption && !opts[0].List
+	if len(opts) != 1 || opts[0].Name != usernameOption || opts[0].List {
+		return "", false
+	}
+	return opts[0].Value(), true
 }
 
 // uciQuote single-quotes a value as uci export does.

@@ -27,6 +27,11 @@ func main() {
 	token := flag.String("token", "", "bearer token to accept (default: a random one, printed)")
 	period := flag.Duration("period", 3*time.Second, "simulated health check period")
 	breakEvery := flag.Int("break-every", 8, "break the current node every N checks (0 = never)")
+	var origins []string
+	flag.Func("allow-origin", "extra websocket origin (scheme://host:port), repeatable; e.g. a LuCI test page", func(o string) error {
+		origins = append(origins, o)
+		return nil
+	})
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("subsystem", "preview")
@@ -43,7 +48,7 @@ func main() {
 		os.Exit(2)
 	}
 	fake := apifake.New(nil, "", nil)
-	srv, err := api.NewServer(api.Options{Backend: fake, Tokens: tokens, Listen: *listen, Logger: log})
+	srv, err := api.NewServer(api.Options{Backend: fake, Tokens: tokens, Listen: *listen, Logger: log, AllowedOrigins: origins})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "preview: %v\n", err)
 		os.Exit(1)

@@ -1,0 +1,212 @@
+'use strict';
+'require view';
+'require form';
+'require rpc';
+'require uci';
+'require network';
+
+// Settings of /etc/config/surflare. Option and section names follow
+// src/config/schema.go; defaults shown as placeholders are the daemon's.
+// Save & Apply commits UCI and procd reloads the daemon (ucitrack), which
+// keeps its last good config if this one fails `surflare-watchdog config check`.
+
+var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
+
+function nodeNames(reply) {
+	var rows = Array.isArray(reply) ? reply : (reply && (reply.nodes || reply.candidates)) || [];
+	return rows.map(function(r) { return typeof r === 'string' ? r : r.node; }).filter(function(n) { return n; });
+}
+
+// A duration: whole seconds (or minutes where unit says so), or Go's
+// "90s", "10m", "1h", or days as "7d".
+function validDuration(section_id, value) {
+	if (value == null || value === '') return true;
+	if (/^\d+$/.test(value) || /^\d+d$/.test(value) || /^(\d+(\.\d+)?(ms|s|m|h))+$/.test(value)) return true;
+	return _('Expecting a number of seconds, or a duration like 90s, 10m, 1h, 7d');
+}
+
+function duration(s, tab, name, title, descr, def) {
+	var o = tab ? s.taboption(tab, form.Value, name, title, descr) : s.option(form.Value, name, title, descr);
+	o.placeholder = def;
+	o.rmempty = true;
+	o.validate = validDuration;
+	return o;
+}
+
+function integer(s, tab, name, title, descr, def, datatype) {
+	var o = tab ? s.taboption(tab, form.Value, name, title, descr) : s.option(form.Value, name, title, descr);
+	o.placeholder = def;
+	o.rmempty = true;
+	o.datatype = datatype || 'uinteger';
+	return o;
+}
+
+// singleton is a once-only section found by type, whatever its name.
+function singleton(m, type, title, descr) {
+	var s = m.section(form.TypedSection, type, title, descr);
+	s.anonymous = true;
+	s.addremove = false;
+	return s;
+}
+
+return view.extend({
+	load: function() {
+		return Promise.all([
+			uci.load('surflare'),
+			L.resolveDefault(network.getHostHints(), null),
+			L.resolveDefault(callNodes(), {})
+		]);
+	},
+
+	render: function(data) {
+		var hosts = data[1];
+		var nodes = nodeNames(data[2]);
+		var m, s, o;
+
+		m = new form.Map('surflare', _('Surflare'),
+			_('The watchdog keeps the Surflare VPN healthy, rotates exit nodes when one fails and blocks traffic outside the tunnel (kill switch).'));
+
+		// --- main -------------------------------------------------------------
+		s = singleton(m, 'surflare', _('General'));
+		s.tab('general', _('General'));
+		s.tab('rotation', _('Health and rotation'));
+		s.tab('network', _('Network'));
+
+		o = s.taboption('general', form.Flag, 'enabled', _('Enabled'));
+		o.default = '1';
+		o.rmempty = false;
+
+		o = s.taboption('general', form.ListValue, 'mode', _('Mode'),
+			_('Rule: domestic (cn_direct) destinations go direct. Global: everything goes through the tunnel.'));
+		o.value('rule', _('Rule'));
+		o.value('global', _('Global'));
+		o.default = 'rule';
+
+		o = s.taboption('general', form.ListValue, 'role', _('Role'),
+			_('Router protects the LAN; laptop protects this host only; auto is router on OpenWrt.'));
+		o.value('auto', _('Auto'));
+		o.value('router', _('Router'));
+		o.value('laptop', _('Laptop'));
+		o.default = 'auto';
+
+		o = s.taboption('general', form.Value, 'node', _('Preferred node'), _('Exit node connected at start.'));
+		nodes.forEach(function(n) { o.value(n); });
+		o.rmempty = false;
+
+		o = s.taboption('general', form.DynamicList, 'candidate', _('Rotation candidates'),
+			_('Nodes tried in this order when the current one fails.'));
+		nodes.forEach(function(n) { o.value(n); });
+
+		o = s.taboption('general', form.Value, 'transit', _('Transit relay'), _('Relay passed to connect; auto lets Surflare choose.'));
+		o.placeholder = 'auto';
+		o.value('auto');
+
+		o = s.taboption('general', form.Value, 'username', _('Account e-mail'),
+			_('For automatic login. The password is set with <code>ubus call surflare set_credentials</code> and never shown here.'));
+		o.datatype = 'string';
+		o.rmempty = true;
+
+		o = s.taboption('general', form.Flag, 'fail_open', _('Fail open'),
+			_('Open the kill switch after repeated login failures (traffic then leaves without the tunnel). Off keeps it closed.'));
+		o.default = '0';
+
+		o = s.taboption('general', form.ListValue, 'ipv6', _('IPv6'), _('Block IPv6, or send it through the tunnel.'));
+		o.value('block', _('Block'));
+		o.value('proxy', _('Through the tunnel'));
+		o.default = 'block';
+
+		duration(s, 'rotation', 'check_interval', _('Check interval'), _('Health check period while healthy.'), '30');
+		duration(s, 'rotation', 'degraded_interval', _('Degraded interval'), _('Health check period after a failed check.'), '10');
+		integer(s, 'rotation', 'fail_threshold', _('Fail threshold'), _('Failed checks in a row before reconnecting.'), '4', 'range(1,1000)');
+		integer(s, 'rotation', 'cascade_after', _('Cascade after'), _('Failed reconnects before rotating fast through the candidates.'), '2', 'range(1,100)');
+		duration(s, 'rotation', 'storm_cooldown', _('Storm cooldown'), _('Pause after every candidate failed.'), '600');
+		duration(s, 'rotation', 'reconnect_window', _('Reconnect window'), null, '600');
+		integer(s, 'rotation', 'reconnect_limit', _('Reconnect limit'), _('At most this many reconnects per window; 0 = no limit.'), '6', 'range(0,1000)');
+		duration(s, 'rotation', 'heartbeat_interval', _('Heartbeat'), _('Period of the "VPN healthy" log line; 0 = never.'), '600');
+		duration(s, 'rotation', 'probe_timeout', _('Probe timeout'), null, '5');
+		duration(s, 'rotation', 'domestic_confirm', _('Domestic exit confirmation'), _('Wait before confirming that traffic leaves without the tunnel.'), '3');
+		o = s.taboption('rotation', form.Value, 'expected_country', _('Expected exit country'), _('Two-letter code of a healthy exit.'));
+		o.placeholder = 'US';
+		o.validate = function(id, v) { return !v || /^[A-Z]{2}$/.test(v) || _('Expecting a two-letter country code like US'); };
+
+		o = s.taboption('network', form.Value, 'lan_interface', _('LAN bridge'));
+		o.placeholder = 'br-lan';
+		o = s.taboption('network', form.Value, 'wan_device', _('WAN device'), _('Empty: the device of the default route.'));
+		o.rmempty = true;
+		o = s.taboption('network', form.DynamicList, 'lan_subnet', _('LAN subnets'), _('Empty: the addresses of the LAN bridge.'));
+		o.datatype = 'cidr';
+		o = s.taboption('network', form.DynamicList, 'endpoint', _('Extra allowed endpoints'),
+			_('Addresses the kill switch lets through while reconnecting (relays, account API).'));
+		o.datatype = 'or(ipaddr,cidr)';
+
+		// --- probes -------------------------------------------------------------
+		s = m.section(form.GridSection, 'probe', _('Probe targets'),
+			_('Health probes. The tunnel probes run in parallel and the first success wins. These sections replace the built-in list.'));
+		s.addremove = true;
+		s.anonymous = false;
+		s.nodescriptions = true;
+		o = s.option(form.ListValue, 'kind', _('Kind'));
+		o.value('search', _('search (2xx)'));
+		o.value('cdn-trace', _('CDN trace'));
+		o.value('ip-echo', _('IP echo (JSON)'));
+		o.value('proxy-path', _('LAN/proxy path'));
+		o = s.option(form.Value, 'url', _('URL'));
+		o.datatype = 'string';
+		o.validate = function(id, v) { return /^https?:\/\/[^\s\/]+/.test(v || '') || _('Expecting an http:// or https:// URL'); };
+
+		// --- bypass devices -----------------------------------------------------
+		s = m.section(form.GridSection, 'bypass', _('Bypass devices'), _('LAN devices that never use the tunnel.'));
+		s.addremove = true;
+		s.anonymous = true;
+		o = s.option(form.Value, 'name', _('Name'));
+		o.rmempty = true;
+		o = s.option(form.Value, 'mac', _('MAC address'));
+		o.datatype = 'macaddr';
+		o.rmempty = false;
+		if (hosts)
+			hosts.getMACHints(true).forEach(function(h) {
+				o.value(h[0], h[1] ? '%s (%s)'.format(h[0], h[1]) : h[0]);
+			});
+		o = s.option(form.DynamicList, 'ip', _('Fixed addresses'), _('Only when matching by MAC is impossible.'));
+		o.datatype = 'ipaddr';
+		o.modalonly = true;
+
+		// --- loop guard, auth, detectors, web -------------------------------------
+		s = singleton(m, 'loopguard', _('Loop guard'), _('Circuit breaker for proxy connection loops.'));
+		integer(s, null, 'min_active', _('Minimum active connections'),
+			_('In-flight proxy connections before the ratio is checked; 0 = default, below 0 = off.'), '1000', 'integer');
+		integer(s, null, 'ratio', _('Ratio (%)'), _('Share of them to one destination that trips the breaker.'), '80', 'range(0,100)');
+
+		s = singleton(m, 'auth', _('Login'));
+		integer(s, null, 'login_retries', _('Login retries'), null, '5', 'range(1,100)');
+		integer(s, null, 'fail_open_after', _('Fail open after'), _('Failed logins before fail-open (only with Fail open on).'), '5', 'range(1,1000)');
+		duration(s, null, 'subscription_cooldown', _('Subscription cooldown'), _('No login attempts this long after "subscription not active".'), '3600');
+		o = s.option(form.ListValue, 'login_mode', _('Password entry'));
+		o.value('pty', _('At the prompt (never in the process list)'));
+		o.value('argv', _('As an argument (fallback)'));
+		o.default = 'pty';
+
+		s = singleton(m, 'detector', _('Early detector'), _('Scores TCP health of tunnel sockets to catch a dead path early.'));
+		o = s.option(form.Flag, 'enabled', _('Enabled'));
+		o.default = '1';
+		integer(s, null, 'threshold', _('Threshold'), _('Score that triggers an immediate check.'), '16', 'range(1,1000000)');
+
+		s = singleton(m, 'loghealth', _('Log health'), _('Counts urltest errors per node in the proxy log.'));
+		o = s.option(form.Flag, 'enabled', _('Enabled'));
+		o.default = '1';
+		integer(s, null, 'threshold', _('Errors'), _('More errors than this in the window marks a node dead.'), '10');
+		duration(s, null, 'window', _('Window (minutes)'), null, '10');
+
+		s = singleton(m, 'web', _('Live view and API'));
+		o = s.option(form.Flag, 'enabled', _('Enabled'));
+		o.default = '1';
+		o = s.option(form.Value, 'listen', _('Listen address'), _('Empty: the LAN address.'));
+		o.datatype = 'ipaddr';
+		o.rmempty = true;
+		o = s.option(form.Value, 'port', _('Port'));
+		o.datatype = 'port';
+		o.placeholder = '9099';
+
+		return m.render();
+	}
+});

@@ -1,0 +1,317 @@
+'use strict';
+'require view';
+'require rpc';
+'require poll';
+'require uci';
+'require ui';
+
+// Live status of surflare-watchdog. It asks rpcd for a short-lived token
+// (`surflare token`, guarded by the ACL) and opens the daemon's websocket
+// (web.listen/web.port), passing the token as a subprotocol. When the
+// websocket cannot be had (web disabled, LuCI over https, daemon down) it
+// polls `surflare status` through rpc instead. Commands always go through
+// rpc, so the ACL's write split applies to them.
+
+var callToken = rpc.declare({ object: 'surflare', method: 'token', expect: { '': {} } });
+var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
+var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
+var callCheck = rpc.declare({ object: 'surflare', method: 'check' });
+var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['node'] });
+var callDiag = rpc.declare({ object: 'surflare', method: 'diag', params: ['enable'] });
+
+var MAX_TIMELINE = 100;
+var MAX_LOG = 200;
+
+// nodeRows accepts the nodes reply as an array or {nodes: [...]}.
+function nodeRows(reply) {
+	if (Array.isArray(reply)) return reply;
+	return (reply && (reply.nodes || reply.candidates)) || [];
+}
+
+function clock(t) {
+	var d = new Date(t);
+	return isNaN(d) ? '' : d.toLocaleTimeString([], { hour12: false });
+}
+
+function duration(s) {
+	if (typeof s !== 'number') return '-';
+	var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60);
+	return d ? '%dd %dh'.format(d, h) : h ? '%dh %dm'.format(h, m) : '%dm %ds'.format(m, Math.floor(s % 60));
+}
+
+function describe(kind, d) {
+	d = d || {};
+	switch (kind) {
+	case 'transition':
+		return '%s → %s%s'.format(d.from || '?', d.to || '?', d.reason ? ' (' + d.reason + ')' : '');
+	case 'rotation':
+		return _('node %s → %s').format(d.from || '?', d.to || '?') + (d.reason ? ' (' + d.reason + ')' : '');
+	case 'health':
+		return (d.outcome || 'check') + (d.reason ? ': ' + d.reason : '') +
+			(d.exit_ip ? ' · ' + _('exit') + ' ' + d.exit_ip + ' ' + (d.exit_country || '') : '');
+	case 'signal':
+		return (d.name || 'signal') + ': ' + (d.state || '') + (d.detail ? ' – ' + d.detail : '');
+	default:
+		return JSON.stringify(d);
+	}
+}
+
+return view.extend({
+	ws: null,
+	live: false,
+	retryMs: 2000,
+	seen: null,
+	diag: false,
+
+	load: function() {
+		return Promise.all([
+			uci.load('surflare').catch(function() { return null; }),
+			L.resolveDefault(callStatus(), {}),
+			L.resolveDefault(callNodes(), {})
+		]);
+	},
+
+	render: function(data) {
+		this.seen = {};
+		var box = function(id) { return E('strong', { 'id': id }, '-'); };
+		var kv = function(label, id) {
+			return E('div', { 'class': 'cbi-value' }, [
+				E('label', { 'class': 'cbi-value-title' }, label),
+				E('div', { 'class': 'cbi-value-field' }, box(id))
+			]);
+		};
+		var view = E('div', { 'class': 'cbi-map' }, [
+			E('h2', {}, _('Surflare')),
+			E('div', { 'class': 'cbi-map-descr' }, [
+				_('Live state of the VPN watchdog.'), ' ',
+				E('span', { 'id': 'surflare-conn', 'class': 'label' }, _('connecting…'))
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				kv(_('State'), 'state'), kv(_('Node'), 'node'), kv(_('Transit'), 'transit'),
+				kv(_('Exit'), 'exit'), kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('button', { 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
+					'click': ui.createHandlerFn(this, 'handleCheck') }, _('Check now')), ' ',
+				E('select', { 'id': 'rotate-node', 'class': 'cbi-input-select' },
+					[E('option', { 'value': '' }, _('next node'))]), ' ',
+				E('button', { 'id': 'btn-rotate', 'class': 'cbi-button cbi-button-apply',
+					'click': ui.createHandlerFn(this, 'handleRotate') }, _('Rotate')), ' ',
+				E('button', { 'id': 'btn-diag', 'class': 'cbi-button cbi-button-neutral',
+					'click': ui.createHandlerFn(this, 'handleDiag') }, _('Diag on'))
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', {}, _('Timeline')),
+				E('table', { 'class': 'table', 'id': 'timeline' }, [])
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', {}, _('Nodes')),
+				E('table', { 'class': 'table', 'id': 'nodes' }, [])
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', {}, _('Signals')),
+				E('table', { 'class': 'table', 'id': 'signals' }, [])
+			]),
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', {}, _('Log')),
+				E('pre', { 'id': 'log', 'style': 'max-height:20em;overflow:auto;white-space:pre-wrap' }, '')
+			])
+		]);
+		this.root = view;
+		this.renderStatus(data[1]);
+		this.renderNodes(data[2]);
+
+		poll.add(L.bind(function() {
+			if (this.live) return Promise.resolve();
+			return Promise.all([L.resolveDefault(callStatus(), null), L.resolveDefault(callNodes(), null)])
+				.then(L.bind(function(r) {
+					if (r[0]) this.renderStatus(r[0]);
+					if (r[1]) this.renderNodes(r[1]);
+				}, this));
+		}, this), 5);
+		this.connect();
+		return view;
+	},
+
+	$: function(id) { return this.root.querySelector('#' + id); },
+
+	setConn: function(text, ok) {
+		var c = this.$('surflare-conn');
+		c.textContent = text;
+		c.style.background = ok ? '#4caf50' : '#f0ad4e';
+		c.style.color = '#fff';
+	},
+
+	// wsURL is the daemon's websocket on the router: web.listen if it is a
+	// concrete address, else the host LuCI was opened with.
+	wsURL: function() {
+		if (uci.get('surflare', 'web', 'enabled') === '0') return null;
+		if (location.protocol === 'https:') return null; // the daemon speaks plain http: mixed content
+		var port = uci.get('surflare', 'web', 'port') || '9099';
+		var host = uci.get('surflare', 'web', 'listen');
+		if (!host || host === '0.0.0.0' || host === '::') host = location.hostname;
+		if (host.indexOf(':') >= 0 && host.charAt(0) !== '[') host = '[' + host + ']';
+		return 'ws://' + host + ':' + port + '/api/v1/ws';
+	},
+
+	connect: function() {
+		var url = this.wsURL();
+		if (!url) {
+			this.setConn(_('polling (live view off)'), false);
+			return;
+		}
+		L.resolveDefault(callToken(), {}).then(L.bind(function(reply) {
+			if (!reply || !reply.token) {
+				this.setConn(_('polling (no token)'), false);
+				return this.retry();
+			}
+			var ws;
+			try {
+				ws = new WebSocket(url, ['surflare.v1', 'bearer.' + reply.token]);
+			} catch (e) {
+				return this.retry();
+			}
+			this.ws = ws;
+			ws.onopen = L.bind(function() {
+				this.live = true;
+				this.retryMs = 2000;
+				this.setConn(_('live'), true);
+			}, this);
+			ws.onmessage = L.bind(function(ev) {
+				var msg;
+				try { msg = JSON.parse(ev.data); } catch (e) { return; }
+				this.handle(msg);
+			}, this);
+			ws.onclose = L.bind(function() {
+				this.ws = null;
+				this.live = false;
+				this.setConn(_('polling'), false);
+				this.retry();
+			}, this);
+		}, this));
+	},
+
+	retry: function() {
+		window.setTimeout(L.bind(this.connect, this), this.retryMs);
+		this.retryMs = Math.min(this.retryMs * 2, 60000);
+	},
+
+	handle: function(msg) {
+		if (!msg || !msg.kind) return;
+		if (msg.kind === 'snapshot') {
+			var d = msg.data || {};
+			if (d.status) this.renderStatus(d.status);
+			if (d.nodes) this.renderNodes(d.nodes);
+			(d.events || []).forEach(L.bind(this.handle, this));
+			return;
+		}
+		var data = msg.data || {};
+		var key = msg.kind + '|' + (data.at || msg.time) + '|' + JSON.stringify(data);
+		if (this.seen[key]) return;
+		this.seen[key] = true;
+		if (msg.kind === 'log') {
+			var pre = this.$('log');
+			pre.appendChild(document.createTextNode('%s %s %s\n'.format(clock(msg.time), data.level || 'INFO', data.message || '')));
+			while (pre.childNodes.length > MAX_LOG) pre.removeChild(pre.firstChild);
+			pre.scrollTop = pre.scrollHeight;
+			return;
+		}
+		this.addTimeline(msg.time, msg.kind, describe(msg.kind, data));
+	},
+
+	// Rows stay newest first by event time; a run of identical results
+	// (the healthy check every 30 s) is one row with a count.
+	addTimeline: function(time, kind, text) {
+		var t = this.$('timeline');
+		var ts = Date.parse(time) || 0;
+		var older = t.firstChild;
+		while (older && +older.getAttribute('data-ts') > ts) older = older.nextSibling;
+		if (older && older.getAttribute('data-kind') === kind && older.getAttribute('data-text') === text) {
+			var n = +(older.getAttribute('data-count') || 1) + 1;
+			older.setAttribute('data-count', n);
+			older.setAttribute('data-ts', ts);
+			older.firstChild.textContent = clock(time);
+			older.lastChild.textContent = text + ' ×' + n;
+			return;
+		}
+		var row = E('tr', { 'class': 'tr', 'data-kind': kind, 'data-text': text, 'data-ts': ts }, [
+			E('td', { 'class': 'td', 'style': 'width:6em' }, clock(time)),
+			E('td', { 'class': 'td', 'style': 'width:7em' }, E('span', { 'class': 'label' }, kind)),
+			E('td', { 'class': 'td' }, text)
+		]);
+		t.insertBefore(row, older);
+		while (t.childNodes.length > MAX_TIMELINE) t.removeChild(t.lastChild);
+	},
+
+	renderStatus: function(st) {
+		if (!st || !st.state) return;
+		this.$('state').textContent = st.state;
+		this.$('node').textContent = st.node || '-';
+		this.$('transit').textContent = st.transit || '-';
+		var exit = st.exit || {};
+		this.$('exit').textContent = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '-';
+		var c = st.counters || {};
+		this.$('checks').textContent = c.checks != null ? _('%d, %d failed').format(c.checks, c.failed_checks || 0) : '-';
+		this.$('uptime').textContent = duration(st.uptime_s);
+		var sig = st.signals || {};
+		this.diag = !!sig.diag;
+		this.$('btn-diag').textContent = this.diag ? _('Diag off') : _('Diag on');
+
+		var rows = [[_('Diagnostics'), sig.diag ? _('on') : _('off')], [_('WAN'), sig.wan_down ? _('down') : _('up')],
+			[_('Login'), sig.auth ? sig.auth.state : '-']];
+		(sig.detectors || []).forEach(function(d) { rows.push([d.name, d.state + (d.detail ? ' – ' + d.detail : '')]); });
+		var table = this.$('signals');
+		table.textContent = '';
+		rows.forEach(function(r) {
+			table.appendChild(E('tr', { 'class': 'tr' }, [E('td', { 'class': 'td' }, r[0]), E('td', { 'class': 'td' }, E('strong', {}, r[1]))]));
+		});
+
+		// While polling, the timeline shows the status's own history.
+		if (!this.live)
+			(st.last_transitions || []).forEach(L.bind(function(t) {
+				this.handle({ time: t.at, kind: 'transition', data: t });
+			}, this));
+		if (!this.live && st.last_check)
+			this.handle({ time: st.last_check.at, kind: 'health', data: st.last_check });
+	},
+
+	renderNodes: function(reply) {
+		var rows = nodeRows(reply);
+		var table = this.$('nodes');
+		table.textContent = '';
+		table.appendChild(E('tr', { 'class': 'tr table-titles' }, [
+			E('th', { 'class': 'th' }, _('Node')), E('th', { 'class': 'th' }, _('Health')),
+			E('th', { 'class': 'th' }, _('Latency')), E('th', { 'class': 'th' }, _('Log errors'))
+		]));
+		rows.forEach(function(r) {
+			var healthy = r.healthy != null ? r.healthy : !r.dead;
+			table.appendChild(E('tr', { 'class': 'tr', 'data-node': r.node }, [
+				E('td', { 'class': 'td' }, r.current ? E('strong', {}, r.node + ' ●') : r.node),
+				E('td', { 'class': 'td' }, healthy ? _('ok') : _('dead')),
+				E('td', { 'class': 'td' }, r.latency_ms != null ? r.latency_ms + ' ms' : '-'),
+				E('td', { 'class': 'td' }, r.log_errors != null ? String(r.log_errors) : '-')
+			]));
+		});
+		var sel = this.$('rotate-node');
+		var keep = sel.value;
+		while (sel.options.length > 1) sel.remove(1);
+		rows.forEach(function(r) { if (r.node) sel.appendChild(E('option', { 'value': r.node }, r.node)); });
+		sel.value = keep;
+	},
+
+	command: function(call, args, what) {
+		return call.apply(null, args).then(function() {
+			ui.addNotification(null, E('p', _('%s requested').format(what)), 'info');
+		}).catch(function(e) {
+			ui.addNotification(null, E('p', _('%s failed: %s').format(what, e.message)), 'danger');
+		});
+	},
+
+	handleCheck: function() { return this.command(callCheck, [], _('Check')); },
+	handleRotate: function() { return this.command(callRotate, [this.$('rotate-node').value || undefined], _('Rotation')); },
+	handleDiag: function() { return this.command(callDiag, [!this.diag], _('Diag')); },
+
+	handleSaveApply: null,
+	handleSave: null,
+	handleReset: null
+});

@@ -79,6 +79,15 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 		w.f.wanDownProbed, w.wanLogged = false, false
 		w.logLocked(slog.LevelInfo, "WAN egress back")
 	}
+	if r.Outcome.Healthy() && w.d.Override != nil {
+		if why, on := w.d.Override.Override(now); on {
+			w.counters.FailedChecks++
+			w.logLocked(slog.LevelWarn, fmt.Sprintf("G2: 503 storm override on %s: probes pass but %s; reconnecting", w.node, why))
+			w.reconnectLocked(w.node, "G2: 503 storm override")
+			w.updateLocked("503 storm override")
+			return
+		}
+	}
 	if r.Outcome.Healthy() {
 		if w.f.consecutiveFails > 0 {
 			w.logLocked(slog.LevelInfo, fmt.Sprintf("VPN recovered on %s after %d failed checks", w.node, w.f.consecutiveFails))

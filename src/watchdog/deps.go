@@ -85,6 +85,17 @@ type SignalSource interface {
 	SignalStates() []SignalState
 }
 
+// Override can veto a check the probes passed: the 503 storm monitor
+// (storm503.Monitor behind an adapter in cmd) knows the exit is overloaded
+// while a cached or lighter path still answers the probes. While it is
+// active, a healthy check counts as failed and the watchdog reconnects
+// ("G2: 503 storm override"); the reconnect rate limit bounds how often.
+type Override interface {
+	// Override reports whether a healthy check is to be overridden now,
+	// with a short reason for the log.
+	Override(now time.Time) (reason string, active bool)
+}
+
 // Releaser is the instance lock and pid file (runfiles.Lock satisfies it),
 // released as the very last step of a stop.
 type Releaser interface {
@@ -119,6 +130,7 @@ type Deps struct {
 	ConnKiller ConnKiller
 	Network    Network
 	Signals    SignalSource
+	Override   Override
 	Lock       Releaser
 	Clock      Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.

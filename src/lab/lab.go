@@ -43,6 +43,10 @@ type Options struct {
 	// Set holds surflare.SECTION.OPTION=VALUE overrides for the daemon's
 	// lab config (see WriteDaemonConfig).
 	Set []string
+	// DNS starts the router's real resolvers (dnsmasq on :53 forwarding to
+	// SmartDNS on :6053, the shipped configuration; see StartResolvers).
+	// Off by default: most tests do not need them and they cost ~100 ms.
+	DNS bool
 	// Log receives progress; nil means slog.Default.
 	Log *slog.Logger
 }
@@ -178,6 +182,11 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 	}
 	if !o.NoServers {
 		if err := l.startServers(ctx); err != nil {
+			return err
+		}
+	}
+	if o.DNS {
+		if err := l.StartResolvers(ctx, DNSOptions{RepoRoot: o.RepoRoot}); err != nil {
 			return err
 		}
 	}

@@ -7,26 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"surflare-watchdog/src/lab"
 	"sync"
-	"time"
 )
 
 // QueryLogName is the file (in the lab's log directory) where the plan's
-// resolvers record every question they answer, one JSON object a line, so a
-// test in another process can tell who asked what: a foreign name asked by
-// an exit node's address went through the tunnel, one asked by the
-// household's WAN address did not.
-const QueryLogName = "dns-queries.jsonl"
+// resolvers record every question they answer (see lab.DNSQuery).
+const QueryLogName = lab.DNSQueryLogName
 
 // Query is one question a lab resolver answered.
-type Query struct {
-	Time     time.Time `json:"time"`
-	Resolver string    `json:"resolver"` // the address the question was sent to
-	From     string    `json:"from"`     // the source address the resolver saw
-	Proto    string    `json:"proto"`    // udp, tcp or doh
-	Name     string    `json:"name"`     // lower case, no trailing dot
-	Type     uint16    `json:"type"`     // 1 = A, 28 = AAAA
-}
+type Query = lab.DNSQuery
 
 // questionOf extracts the first question of a DNS message.
 func questionOf(m []byte) (string, uint16, bool) {

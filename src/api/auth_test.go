@@ -197,3 +197,19 @@ func TestFailedAuthIsRateLimitedPerAddress(t *testing.T) {
 		t.Errorf("metrics do not count the 4 limited requests:\n%s", rec.Body)
 	}
 }
+
+func TestPathVariantsDoNotSkipAuth(t *testing.T) {
+	f := newFixture(t, nil)
+	for i, p := range []string{
+		"/api/v1/status/", "//api/v1/status", "/api/v1//status", "/api/v1/./status", "/api/v1/x/../status",
+		"/API/v1/status", "/api/v1/status%2f", "/api/v1/%73tatus", "/api/v1", "/api/v1/", "/api/", "/app.js/../api/v1/status",
+	} {
+		req := httptest.NewRequest("GET", "http://router"+p, nil)
+		req.RemoteAddr = fmt.Sprintf("198.18.3.%d:1", i+1)
+		rec := httptest.NewRecorder()
+		f.srv.Handler().ServeHTTP(rec, req)
+		if rec.Code == http.StatusOK || strings.Contains(rec.Body.String(), "Dallas") {
+			t.Errorf("GET %s without a token: %d %.80s", p, rec.Code, rec.Body)
+		}
+	}
+}

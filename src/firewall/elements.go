@@ -23,6 +23,8 @@ func (s setSpec) nftSet(t *nftables.Table) *nftables.Set {
 		Interval:   s.interval,
 		HasTimeout: s.timeout > 0,
 		Timeout:    s.timeout,
+		// nft needs the field lengths of a concatenated key described.
+		Concatenation: s.kind == kindAddrPort4,
 	}
 }
 

@@ -62,6 +62,7 @@ const (
 	kindIPv4 setKind = iota
 	kindIPv6
 	kindEther
+	kindAddrPort4 // ipv4_addr . inet_service (loopguard.go)
 )
 
 func (k setKind) datatype() nftables.SetDatatype {
@@ -70,6 +71,8 @@ func (k setKind) datatype() nftables.SetDatatype {
 		return nftables.TypeIP6Addr
 	case kindEther:
 		return nftables.TypeEtherAddr
+	case kindAddrPort4:
+		return addrPort4Type
 	}
 	return nftables.TypeIPAddr
 }

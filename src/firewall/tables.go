@@ -119,6 +119,7 @@ func killSwitchTable(s Spec) tableSpec {
 		{name: SetDNSDirect4, kind: kindIPv4, addrs: hostAddrs(s.DNSDirect, false)},
 		{name: SetCNDirect4, kind: kindIPv4, interval: true, ranges: prefixesOf(s.CNDirect4, false)},
 		{name: SetDomestic, kind: kindIPv4, timeout: DomesticTimeout, synced: true},
+		loopGuardSet(),
 	}
 	t.sets = append(t.sets, dnsSets(s, false)...)
 	if v6 {
@@ -140,7 +141,9 @@ func killSwitchTable(s Spec) tableSpec {
 	r := func(id string) *ruleBuilder { return newRule(famInet, id) }
 
 	// output: the router's (or laptop's) own traffic.
-	var out []rule
+	// The loop guard's reset comes first: a looping proxy's packets are
+	// bound for lo by the time they get here (loopguard.go).
+	out := []rule{loopGuardRule()}
 	out = append(out, r("out-loopback").oifname("lo", false).accept())
 	if s.router() {
 		// Traffic to the LAN never leaves the house; this includes the tproxy

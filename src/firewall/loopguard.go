@@ -1,0 +1,158 @@
+package firewall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// The loop guard's circuit (package loopguard decides, this file enforces):
+// `set loopguard_block` in inet killswitch holds ipv4_addr . inet_service
+// elements with a timeout, and the first rule of the kill switch's output
+// chain resets every new TCP connection the router opens to one of them.
+// It sits ahead of "oif lo accept" on purpose: a proxy caught in a loop
+// dials an unmarked socket, the vendor's route chain marks it 0x1 and
+// re-routes it to lo, so by the time the kill switch sees it the packet is
+// bound for lo — exactly what the other rules let through.
+//
+// The set is "synced" in Apply's sense: Apply creates it but never touches
+// its elements, which only Block and Unblock change.
+
+// SetLoopGuard is the loop guard's blocked destinations (addr . port).
+const SetLoopGuard = "loopguard_block"
+
+// LoopGuardTTL is the set's default timeout; Block gives each element its
+// own. It matches loopguard.DefaultTTL: a false positive heals by itself.
+const LoopGuardTTL = 60 * time.Second
+
+// ctStateNew is the conntrack state bit of a connection's first packet.
+const ctStateNew = 0x8
+
+// addrPort4Type: kindAddrPort4 keys are an IPv4 address and a port, each padded to a
+// 32-bit register as nft concatenations are.
+var addrPort4Type = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService)
+
+func loopGuardSet() setSpec {
+	return setSpec{name: SetLoopGuard, kind: kindAddrPort4, timeout: LoopGuardTTL, synced: true}
+}
+
+// loopGuardRule resets new TCP connections to a blocked addr . port.
+func loopGuardRule() rule {
+	b := newRule(famInet, "out-loopguard").nfproto(false).l4proto(6)
+	b.ctBits(expr.CtKeySTATE, ctStateNew, "ct state new")
+	// nft's register layout for a concatenation: the address in the first
+	// 32-bit register of reg 1 (NFT_REG32_00), the port in the next (9).
+	b.add("ip daddr . tcp dport @"+SetLoopGuard,
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Payload{DestRegister: 9, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Lookup{SourceRegister: 1, SetName: SetLoopGuard})
+	return b.counter().rejectReset()
+}
+
+// addrPortKey encodes dst as the set's key: 4 address bytes, 2 port bytes
+// (network order) and 2 bytes of register padding.
+func addrPortKey(dst netip.AddrPort) ([]byte, error) {
+	a := dst.Addr().Unmap()
+	if !a.Is4() {
+		return nil, fmt.Errorf("loop guard: %s is not IPv4 (the vendor proxies IPv4 only)", dst)
+	}
+	k := append(a.AsSlice(), binaryutil.BigEndian.PutUint16(dst.Port())...)
+	return append(k, 0, 0), nil
+}
+
+// Block adds dst to the loop guard set for ttl (refreshing the timeout when
+// it is there already): the loopguard.Blocker the daemon hands the guard.
+// The kill switch must be applied (the set lives in it).
+func (f *Firewall) Block(ctx context.Context, dst netip.AddrPort, ttl time.Duration) error {
+	return f.loopGuardElem(dst, ttl, true)
+}
+
+// Unblock removes dst before its timeout (loopguard.Unblocker). A missing
+// element is not an error.
+func (f *Firewall) Unblock(ctx context.Context, dst netip.AddrPort) error {
+	return f.loopGuardElem(dst, 0, false)
+}
+
+func (f *Firewall) loopGuardElem(dst netip.AddrPort, ttl time.Duration, add bool) error {
+	key, err := addrPortKey(dst)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.conn()
+	if err != nil {
+		return err
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Family: famInet, Name: TableKillSwitch}
+	set, err := c.GetSetByName(t, SetLoopGuard)
+	if err != nil {
+		return fmt.Errorf("loop guard set (is the kill switch applied?): %w", err)
+	}
+	if !add {
+		if err := c.SetDeleteElements(set, []nftables.SetElement{{Key: key}}); err != nil {
+			return fmt.Errorf("loop guard: removing %s: %w", dst, err)
+		}
+		if err := c.Flush(); err != nil && !isENOENT(err) {
+			return fmt.Errorf("loop guard: removing %s: %w", dst, err)
+		}
+		return nil
+	}
+	if ttl <= 0 {
+		ttl = LoopGuardTTL
+	}
+	// Delete-then-add in one batch refreshes the timeout of an element
+	// that is already there (adding it again alone would be EEXIST-free
+	// but keep the old expiry).
+	c.SetDeleteElements(set, []nftables.SetElement{{Key: key}})
+	if err := c.Flush(); err != nil && !isENOENT(err) {
+		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+	}
+	if err := c.SetAddElements(set, []nftables.SetElement{{Key: key, Timeout: ttl}}); err != nil {
+		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+	}
+	f.log.Warn("loop guard blocked a destination", "dst", dst.String(), "ttl", ttl)
+	return nil
+}
+
+func isENOENT(err error) bool { return errors.Is(err, unix.ENOENT) }
+
+// LoopGuardBlocked lists the destinations the loop guard set holds now.
+func (f *Firewall) LoopGuardBlocked(ctx context.Context) ([]netip.AddrPort, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.conn()
+	if err != nil {
+		return nil, err
+	}
+	defer c.CloseLasting()
+	t := &nftables.Table{Family: famInet, Name: TableKillSwitch}
+	set, err := c.GetSetByName(t, SetLoopGuard)
+	if err != nil {
+		return nil, fmt.Errorf("loop guard set: %w", err)
+	}
+	elems, err := c.GetSetElements(set)
+	if err != nil {
+		return nil, fmt.Errorf("reading loop guard set: %w", err)
+	}
+	var out []netip.AddrPort
+	for _, e := range elems {
+		if len(e.Key) < 6 {
+			continue
+		}
+		a, _ := netip.AddrFromSlice(e.Key[:4])
+		out = append(out, netip.AddrPortFrom(a, binaryutil.BigEndian.Uint16(e.Key[4:6])))
+	}
+	return out, nil
+}

@@ -163,3 +163,21 @@ func TestDNSModeMatrix(t *testing.T) {
 		}
 	}
 }
+
+// LAN DNS over TCP is answered by the router even while a proxy listens:
+// the tproxy chain (mangle) runs before dns_enforce (nat) and must leave
+// port 53 to it.
+func TestLANTCPDNSIsRedirectedNotProxied(t *testing.T) {
+	tp := newTopo(t)
+	serveTCP(t, tp.inet, "tcp4", foreignDNS+":53", "foreign", false)
+	serveTCP(t, tp.router, "tcp4", "0.0.0.0:53", "local", false)
+	proxy := serveTCP(t, tp.router, "tcp4", "127.0.0.1:10800", "proxy", true)
+	tunnelRouting(t, tp.router, route.IPv4)
+	apply(t, tp.router, labSpec())
+	if got, err := dialTCP(tp.lan, "tcp4", foreignDNS+":53", 0); got != "local" {
+		t.Errorf("LAN TCP DNS to an outside resolver: %q, %v; want the router's resolver", got, err)
+	}
+	if n := len(proxy.conns()); n != 0 {
+		t.Errorf("the proxy got %d LAN DNS connections", n)
+	}
+}

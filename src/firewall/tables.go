@@ -266,7 +266,13 @@ func tproxyTable(s Spec, v6 bool) tableSpec {
 		r("cn-direct").addrLookup(v6, false, SetCNDirect).ret(),
 	}
 	if !v6 {
-		rules = append(rules, r("domestic").addrLookup(false, false, SetDomestic).ret())
+		rules = append(rules,
+			r("domestic").addrLookup(false, false, SetDomestic).ret(),
+			// LAN DNS over TCP is dns_enforce's (nat, after this chain):
+			// tproxied, it would reach the client's own resolver through the
+			// tunnel instead of the router's.
+			r("dns-tcp").port(unix.IPPROTO_TCP, false, PortDNS).ret(),
+		)
 	}
 	rules = append(rules,
 		// DTLS (WebRTC, some VPN-in-browser) records carry version 0xfefd at

@@ -29,12 +29,13 @@ type Harness struct {
 	healthNode string
 	loginsAt0  int
 
-	mu       sync.Mutex
-	t0       time.Time
-	deadFrom map[string][]deadSpan
-	extra    map[string]any
-	outcome  []string
-	recovery func(ScenarioRun) bool // the scenario's own "recovered" rule, nil = client traffic back
+	mu        sync.Mutex
+	t0        time.Time
+	deadFrom  map[string][]deadSpan
+	extra     map[string]any
+	outcome   []string
+	recovery  func(ScenarioRun) bool // the scenario's own "recovered" rule, nil = client traffic back
+	notBefore time.Time              // client requests started before this do not count as recovery
 }
 
 // deadSpan is an interval during which a node was dead (To zero = still).
@@ -171,6 +172,15 @@ func (h *Harness) RecoveredWhen(f func(ScenarioRun) bool) {
 	h.recovery = f
 }
 
+// RecoverNotBefore makes client requests started before t not count as
+// recovery (kill9-during-connect: traffic must come back after the
+// restart).
+func (h *Harness) RecoverNotBefore(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.notBefore = t
+}
+
 // clientRecovery finds the moment client traffic came back: the end of
 // the first request through a live node that started after the first
 // failed request since T0 (or, if none failed, the first good one after
@@ -180,6 +190,9 @@ func (h *Harness) clientRecovery(clients []clientResult) (at time.Time, failedSe
 	if t0.IsZero() {
 		return time.Time{}, false, false
 	}
+	h.mu.Lock()
+	notBefore := h.notBefore
+	h.mu.Unlock()
 	var firstFail time.Time
 	for _, c := range clients {
 		if c.Start.Before(t0) {
@@ -194,6 +207,9 @@ func (h *Harness) clientRecovery(clients []clientResult) (at time.Time, failedSe
 	from := t0
 	if !firstFail.IsZero() {
 		from = firstFail
+	}
+	if from.Before(notBefore) {
+		from = notBefore
 	}
 	for _, c := range clients {
 		if c.Start.Before(from) || !c.OK || !h.liveExit(c.IP, c.End) {

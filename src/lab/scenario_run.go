@@ -26,6 +26,10 @@ type ScenarioSpec struct {
 	// waits for what it expects and returns. The runner measures
 	// everything else.
 	Run func(ctx context.Context, h *Harness) error
+	// Standalone, when set instead of Run, carries out one run entirely by
+	// itself in a lab it brings up with o (dns-leak: several phases, each
+	// reported as a run).
+	Standalone func(ctx context.Context, o Options) ([]ScenarioRun, error)
 }
 
 var (
@@ -142,14 +146,26 @@ func RunScenario(ctx context.Context, name string, o ScenarioOptions) (ScenarioR
 		o.BinDir = dir
 	}
 	res := ScenarioResult{Scenario: name, Runs: []ScenarioRun{}}
-	for i := range max(o.Runs, 1) {
+	for range max(o.Runs, 1) {
 		if ctx.Err() != nil {
 			break
 		}
-		run := runScenarioOnce(ctx, spec, o, sets)
-		res.Runs = append(res.Runs, run)
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, "%s run %d: detect %s recover %s leaks %d nodes [%s] %s\n", name, i+1,
+		var runs []ScenarioRun
+		if spec.Standalone != nil {
+			rs, err := spec.Standalone(ctx, labOptionsFor(o, sets))
+			if err != nil {
+				rs = append(rs, ScenarioRun{NodesTried: []string{}, States: []string{}, Error: err.Error()})
+			}
+			runs = rs
+		} else {
+			runs = []ScenarioRun{runScenarioOnce(ctx, spec, o, sets)}
+		}
+		for _, run := range runs {
+			res.Runs = append(res.Runs, run)
+			if o.Progress == nil {
+				continue
+			}
+			fmt.Fprintf(o.Progress, "%s run %d: detect %s recover %s leaks %d nodes [%s] %s\n", name, len(res.Runs),
 				fmtSecs(run.DetectS), fmtSecs(run.RecoverS), run.LeakedPackets, strings.Join(run.NodesTried, ", "),
 				firstNonEmpty(run.Error, run.Outcome))
 		}

@@ -173,7 +173,7 @@ try {
   await check('nodes view lists nodes and rotates from a row', async () => {
     const { p, errors } = await open('nodes');
     await p.locator('#nodes tr[data-node]').first().waitFor({ timeout: 15000 });
-    const row = p.locator('#nodes tr[data-node]').filter({ has: p.locator('button:not([disabled])') }).first();
+    const row = p.locator('#nodes tr[data-node]').filter({ has: p.locator('button:not([disabled])', { hasText: 'Rotate here' }) }).first();
     const node = await row.getAttribute('data-node');
     await row.locator('button', { hasText: 'Rotate here' }).click();
     await p.waitForFunction((n) => {

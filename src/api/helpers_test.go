@@ -80,6 +80,7 @@ func (f *fixture) run(t *testing.T) *httptest.Server {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.srv.Run(ctx); close(done) }()
+	waitRunning(t, f.srv)
 	ts := httptest.NewServer(f.srv.Handler())
 	t.Cleanup(func() {
 		cancel()
@@ -153,4 +154,16 @@ func readUntil(t *testing.T, c *websocket.Conn, what string, ok func(frame) bool
 	}
 	t.Fatalf("no websocket frame with %s", what)
 	return frame{}
+}
+
+// waitRunning waits (bounded) until Run has started the hub.
+func waitRunning(t *testing.T, srv *api.Server) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !srv.HubRunning() {
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not start the hub")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

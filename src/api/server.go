@@ -170,6 +170,7 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hubDone := make(chan struct{})
+	s.hub.running.Store(true) // streams are accepted from here on
 	go func() { s.hub.run(ctx); close(hubDone) }()
 	if sub, ok := s.opts.Backend.(Subscriber); ok {
 		go s.follow(ctx, sub)

@@ -170,6 +170,7 @@ func TestWebsocketClosedWhenServerStops(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() { f.srv.Run(ctx); close(done) }()
+	waitRunning(t, f.srv)
 	ts := httptest.NewServer(f.srv.Handler())
 	defer ts.Close()
 	c, _, err := dialWS(ts, f.token, "")

@@ -84,8 +84,11 @@ func (b *Backend) setBroken(node string, broken bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.broken[node] = broken
-	b.emitLocked(api.KindSignal, map[string]any{"name": "early_detector", "state": map[bool]string{true: "suspect", false: "ok"}[broken],
-		"detail": "fault " + map[bool]string{true: "injected on ", false: "cleared on "}[broken] + node})
+	detail := "fault cleared on " + node
+	if broken {
+		detail = "fault injected on " + node
+	}
+	b.emitLocked(api.KindSignal, map[string]any{"name": "early_detector", "state": detectorState(broken), "detail": detail})
 }
 
 // Status returns the snapshot, shaped like the watchdog's.
@@ -116,7 +119,7 @@ func (b *Backend) Status(context.Context) (any, error) {
 		"signals": map[string]any{
 			"diag": b.diag, "wan_down": false, "wan_down_probed": false, "auth": auth,
 			"detectors": []map[string]any{
-				{"name": "early_detector", "state": map[bool]string{true: "suspect", false: "ok"}[b.broken[b.node]]},
+				{"name": "early_detector", "state": detectorState(b.broken[b.node])},
 				{"name": "log_health", "state": "ok"},
 				{"name": "storm503", "state": "ok"},
 			},
@@ -258,10 +261,12 @@ func (b *Backend) checkLocked() {
 		}
 		return p
 	}
+	outcome, reason, took := "OK", "exit US via "+b.node, 85
+	if !ok {
+		outcome, reason, took = "PROXY_BROKEN", "every tunnel probe failed", 5000
+	}
 	res := map[string]any{
-		"outcome": map[bool]string{true: "OK", false: "PROXY_BROKEN"}[ok],
-		"reason":  map[bool]string{true: "exit US via " + b.node, false: "every tunnel probe failed"}[ok],
-		"at":      now, "duration_ms": map[bool]int{true: 85, false: 5000}[ok],
+		"outcome": outcome, "reason": reason, "at": now, "duration_ms": took,
 		"local":     map[string]any{"proxy_alive": true, "vendor_table": true, "fwmark_rule": true},
 		"tunnel":    []map[string]any{probe("echo1", "ip-echo", 61+b.counters["checks"]%23), probe("cdn1", "cdn-trace", 48+b.counters["checks"]%17)},
 		"tunnel_up": ok,
@@ -350,6 +355,14 @@ func exitIP(node string) string {
 		h = (h*31 + int(r)) % 250
 	}
 	return fmt.Sprintf("198.19.%d.%d", 10+h%200, 1+h%250)
+}
+
+// detectorState is the early detector's view of a node.
+func detectorState(broken bool) string {
+	if broken {
+		return "suspect"
+	}
+	return "ok"
 }
 
 func boolInt(b bool) int {

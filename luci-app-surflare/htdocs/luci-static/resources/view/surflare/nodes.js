@@ -74,9 +74,10 @@ return view.extend({
 	},
 
 	handleRotate: function(node) {
-		return callRotate(node).then(function() {
+		return callRotate(node).then(L.bind(function() {
 			ui.addNotification(null, E('p', _('Rotating to %s…').format(node)), 'info');
-		}).catch(function(e) {
+			return L.resolveDefault(callNodes(), null).then(L.bind(function(r) { if (r) this.fill(r); }, this));
+		}, this)).catch(function(e) {
 			ui.addNotification(null, E('p', _('Rotation failed: %s').format(e.message)), 'danger');
 		});
 	},

@@ -3,11 +3,13 @@
 # (run as root). Idempotent: packages already present are skipped quickly.
 set -euo pipefail
 
-pkgs=(nftables iproute2 conntrack dnsmasq-base smartdns shellcheck procps psmisc ca-certificates)
+pkgs=(nftables iproute2 conntrack dnsmasq-base smartdns shellcheck procps psmisc ca-certificates chromium)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# Node.js: the machine image may ship its own (with npm); take Debian's only when absent.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ "${#missing[@]}" -gt 0 ]; then
 	echo "setup: installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
@@ -18,4 +20,11 @@ fi
 export PATH=/usr/local/go/bin:$PATH
 command -v go >/dev/null || { echo "setup: Go is not installed (expected /usr/local/go)"; exit 1; }
 go mod download
+# playwright-core (no browser download: it drives Debian's chromium) for the browser tests.
+if [ ! -d build/browser/node_modules/playwright-core ]; then
+	mkdir -p build/browser
+	cp htdocs/test/package.json build/browser/package.json
+	(cd build/browser && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
 echo "setup: ok ($(go version | awk '{print $3}'), $(nft --version))"

@@ -111,6 +111,24 @@ func (l *Lab) StopResolvers() {
 	l.Stop(procSmartDNS)
 }
 
+// running reports whether a program started with Start (by name) is still
+// running.
+func (l *Lab) running(name string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.procs {
+		if p.name != name {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // waitResolver polls a resolver on the router until it answers name (or,
 // with name "", accepts a TCP connection: SmartDNS would forward any name).
 func (l *Lab) waitResolver(ctx context.Context, proc string, at netip.AddrPort, name string) error {

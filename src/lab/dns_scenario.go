@@ -3,7 +3,6 @@ package lab
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -80,7 +79,8 @@ func DNSLeakScenario(ctx context.Context, o DNSLeakOptions) (ScenarioResult, err
 			return res, err
 		}
 		defer l.Close()
-	} else if err := l.waitResolver(ctx, procDnsmasq, netip.AddrPortFrom(loopback4, 53), RouterName); err != nil {
+	} else if !l.running(procDnsmasq) || !l.running(procSmartDNS) {
+		l.StopResolvers()
 		if err := l.StartResolvers(ctx, DNSOptions{}); err != nil {
 			return res, err
 		}

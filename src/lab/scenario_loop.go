@@ -50,6 +50,12 @@ func init() {
 		Budget:  120 * time.Second, Run: proxyLoop})
 }
 
+// fdSample is the proxy's descriptor count at one moment.
+type fdSample struct {
+	At  time.Time
+	FDs int
+}
+
 // loopStats are the proxy-side figures sampled during proxy-loop.
 type loopStats struct {
 	mu            sync.Mutex
@@ -57,7 +63,7 @@ type loopStats struct {
 	fdLimit       int
 	peakInFlight  int
 	exhaustedAt   time.Time
-	samples       int
+	samples       []fdSample
 	proxiesSeen   map[int]bool
 	lastProxyPIDs []int
 }
@@ -123,6 +129,10 @@ func (h *Harness) loopFigures(st *loopStats) {
 		h.Extra("fd_exhausted_s", seconds3(st.exhaustedAt.Sub(t0).Seconds()))
 	}
 	h.Extra("proxy_processes", len(st.proxiesSeen))
+	off, _ := h.extraTime("loop_off_s")
+	atLimit, contained := st.exhaustion(t0, off)
+	h.Extra("fd_exhausted_for_s", seconds3(atLimit.Seconds()))
+	h.Extra("loop_contained", contained)
 	st.mu.Unlock()
 
 	_, _, logs, _ := h.mon.snapshot()
@@ -155,7 +165,50 @@ func (h *Harness) loopFigures(st *loopStats) {
 	if exhausted {
 		h.Note("proxy ran out of descriptors")
 	}
-	h.RecoveredWhen(func(r ScenarioRun) bool { return r.RecoverS != nil && !exhausted })
+	h.RecoveredWhen(func(r ScenarioRun) bool { return r.RecoverS != nil && contained })
+}
+
+// containWindow is the stretch before the fault is switched off in which
+// the proxy must not be at its descriptor limit for the loop to count as
+// contained (cut while the vendor bug was still there).
+const containWindow = 1500 * time.Millisecond
+
+// exhaustion sums the time the proxy spent at its descriptor limit between
+// t0 and off, and says whether it stayed below the limit during the last
+// containWindow before off. Call with st.mu held.
+func (st *loopStats) exhaustion(t0, off time.Time) (atLimit time.Duration, contained bool) {
+	if off.IsZero() || st.fdLimit == 0 {
+		return 0, false
+	}
+	contained = true
+	var prev *fdSample
+	for i := range st.samples {
+		s := &st.samples[i]
+		if s.At.Before(t0) || s.At.After(off) {
+			continue
+		}
+		full := s.FDs >= st.fdLimit-fdSlack
+		if full && prev != nil {
+			atLimit += s.At.Sub(prev.At)
+		}
+		if full && !s.At.Before(off.Add(-containWindow)) {
+			contained = false
+		}
+		prev = s
+	}
+	return atLimit, contained
+}
+
+// extraTime converts a recorded "…_s" figure back to a time after T0.
+func (h *Harness) extraTime(key string) (time.Time, bool) {
+	h.mu.Lock()
+	v, ok := h.extra[key].(*float64)
+	t0 := h.t0
+	h.mu.Unlock()
+	if !ok || v == nil {
+		return time.Time{}, false
+	}
+	return t0.Add(time.Duration(*v * float64(time.Second))), true
 }
 
 func (st *loopStats) exhausted() bool {
@@ -181,7 +234,7 @@ func (st *loopStats) sample(ctx context.Context, l *Lab) {
 		}
 		now := time.Now()
 		st.mu.Lock()
-		st.samples++
+		st.samples = append(st.samples, fdSample{At: now, FDs: fds})
 		for _, pid := range pids {
 			if !st.proxiesSeen[pid] {
 				st.proxiesSeen[pid] = true

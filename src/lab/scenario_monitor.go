@@ -15,14 +15,17 @@ import (
 )
 
 // The scenario monitor watches a lab running the daemon from the outside,
-// as a household would: it asks the daemon for its status, tails its log
-// and keeps a LAN client fetching the IP-echo host, each every
-// monitorPoll. Everything is stamped with the monitor's own clock (the
+// as a household would: it asks the daemon for its status every
+// statusPoll, tails its log and keeps a LAN client fetching the IP-echo
+// host every monitorPoll. Everything is stamped with the monitor's own clock (the
 // same host clock the daemon and FaultLog use).
 
 const (
-	// monitorPoll is how often status, log and client are sampled.
+	// monitorPoll is how often the log and the client are sampled.
 	monitorPoll = 100 * time.Millisecond
+	// statusPoll is how often the daemon is asked for its status (a
+	// process each time; the transitions in it carry their own times).
+	statusPoll = 200 * time.Millisecond
 	// clientTimeout is how long a LAN client waits for one page: a request
 	// slower than this counts as failed, as it would for a person.
 	clientTimeout = 2 * time.Second
@@ -101,17 +104,17 @@ func newMonitor(l *Lab) *monitor {
 // start runs the three samplers until ctx ends; wait for them with stop.
 func (m *monitor) start(ctx context.Context) {
 	m.wg.Add(3)
-	go m.loop(ctx, m.pollStatus)
-	go m.loop(ctx, m.tailLog)
+	go m.loop(ctx, statusPoll, m.pollStatus)
+	go m.loop(ctx, monitorPoll, m.tailLog)
 	go func() {
 		defer m.wg.Done()
 		m.pollClient(ctx)
 	}()
 }
 
-func (m *monitor) loop(ctx context.Context, fn func(context.Context)) {
+func (m *monitor) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {
 	defer m.wg.Done()
-	t := time.NewTicker(monitorPoll)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		fn(ctx)

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/credentials"
+	"surflare-watchdog/src/runfiles"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "run the watchdog daemon in the foreground (procd/systemd start this)",
+		run: func(ctx context.Context, args []string) int {
+			return runMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+const runUsage = `Usage: surflare-watchdog run [--config FILE] [--password-file FILE] [--open-on-exit] [--log-level LEVEL]
+
+Runs the daemon until SIGTERM or SIGINT (both end it within 5 s, at any point).
+The kill switch stays armed when it stops: a stopped watchdog leaks nothing.
+To open the network on purpose, stop it with --open-on-exit set, or run
+'surflare-watchdog teardown' after it has stopped.
+
+Signals: SIGUSR1 runs a health check now, SIGUSR2 toggles diag mode, SIGHUP
+reloads the config (on an error the last good config stays; every problem is
+logged as FILE:LINE). The CLI talks to it through <run_dir>/surflare-watchdog.sock
+(status, check, rotate, reconnect, diag).
+
+Flags:
+`
+
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var o runOptions
+	fs.StringVar(&o.configPath, "config", config.DefaultPath, "the UCI `file` to run with")
+	fs.StringVar(&o.passwordFile, "password-file", "", "the vendor account's password `file` (default "+credentials.DefaultFile+
+		", or a file named 'password' next to a --config that is not the default one)")
+	fs.BoolVar(&o.openOnExit, "open-on-exit", false, "on SIGTERM/SIGINT remove the kill switch too (the user stops the service on purpose)")
+	level := fs.String("log-level", "info", "`level`: debug, info, warn or error")
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprint(stdout, runUsage)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "surflare-watchdog run: %v\nRun 'surflare-watchdog run --help' for the flags.\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "surflare-watchdog run: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog run: --log-level %q: %v\n", *level, err)
+		return exitUsage
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+	if o.passwordFile == "" && o.configPath != config.DefaultPath {
+		if p := filepath.Join(filepath.Dir(o.configPath), "password"); fileExists(p) {
+			o.passwordFile = p
+		}
+	}
+
+	d, err := newDaemon(o)
+	if err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog run: %v\n", err)
+		return exitFailure
+	}
+	if err := d.run(ctx); err != nil {
+		if errors.Is(err, runfiles.ErrLocked) {
+			fmt.Fprintf(stderr, "surflare-watchdog run: %v\n", err)
+			return exitFailure
+		}
+		slog.Error("surflare-watchdog run failed", "err", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}

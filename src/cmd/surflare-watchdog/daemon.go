@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/credentials"
+	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/runfiles"
+	"surflare-watchdog/src/surflare"
+	"surflare-watchdog/src/ubus"
+	"surflare-watchdog/src/watchdog"
+)
+
+// runOptions are the `run` flags.
+type runOptions struct {
+	configPath   string
+	passwordFile string // "" = credentials' default sources
+	openOnExit   bool   // SIGTERM/SIGINT also remove the kill switch
+}
+
+// daemon is one running `surflare-watchdog run`: the engine and everything
+// wired around it. Its pieces live in the daemon_*.go files.
+type daemon struct {
+	opts runOptions
+	cfgs *config.Holder
+	log  *slog.Logger
+	role string // "router" or "laptop"
+
+	fw     *fwAdapter
+	w      *watchdog.Watchdog
+	vendor *surflare.Client
+	prober *reloadableProber
+	probe  *probeNS
+	sig    *signals
+	procs  nsProcs
+
+	ubus *ubus.Service // nil on a laptop
+	logs logRing
+
+	wanMu   sync.Mutex
+	wanv    wanInfo
+	webAddr string
+
+	aux sync.WaitGroup // goroutines that end with the aux context
+}
+
+func newDaemon(o runOptions) (*daemon, error) {
+	h, err := config.NewHolder(o.configPath)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{}}
+	for _, w := range h.Warnings() {
+		d.log.Warn("config: " + w.String())
+	}
+	d.role = string(h.Get().Main.Role.Resolve(config.OpenWrtRelease))
+	return d, nil
+}
+
+func (d *daemon) wan() wanInfo {
+	d.wanMu.Lock()
+	defer d.wanMu.Unlock()
+	return d.wanv
+}
+
+func (d *daemon) setWAN(w wanInfo) {
+	d.wanMu.Lock()
+	d.wanv = w
+	d.wanMu.Unlock()
+}
+
+// credOpts says where the vendor password is.
+func (d *daemon) credOpts(c *config.Config) credentials.Options {
+	return credentials.Options{Username: c.Main.Username, File: d.opts.passwordFile, ConfigFile: d.cfgs.Path()}
+}
+
+// goAux runs fn until the aux context ends; run waits for it (bounded).
+func (d *daemon) goAux(ctx context.Context, name string, fn func(ctx context.Context) error) {
+	d.aux.Add(1)
+	go func() {
+		defer d.aux.Done()
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			d.log.Error(name+" stopped", "err", err)
+		}
+	}()
+}
+
+// logWriter turns the config→Spec conversion's warnings into log lines.
+type logWriter struct{ log *slog.Logger }
+
+func (l logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(p)), "\n") {
+		if line != "" {
+			l.log.Warn(strings.TrimPrefix(line, "warning: "))
+		}
+	}
+	return len(p), nil
+}
+
+// vendorClient is the vendor CLI with the config's timeouts and patterns.
+func (d *daemon) vendorClient(c *config.Config) *surflare.Client {
+	pat := surflare.DefaultPatterns()
+	pat.AuthNeeded = c.Auth.AuthNeeded
+	pat.SubscriptionInactive = c.Auth.SubscriptionInactive
+	pat.FatalLogin = c.Auth.LoginFatal
+	return surflare.New(surflare.Options{
+		Bin: c.Paths.SurflareBin, Timeout: c.Vendor.StatusTimeout, ConnectTimeout: c.Vendor.ConnectTimeout,
+		LoginTimeout: c.Auth.LoginTimeout, Patterns: &pat, LoginMode: surflare.LoginMode(c.Auth.LoginMode),
+		Username: c.Main.Username, Password: credentials.Password(d.credOpts(c)),
+	})
+}
+
+// reloadableProber is the engine's Prober; a reload swaps the checker
+// (probe targets, WAN device) without touching the engine.
+type reloadableProber struct {
+	p atomic.Pointer[health.Checker]
+}
+
+func (r *reloadableProber) Local(ctx context.Context) health.Result { return r.p.Load().Local(ctx) }
+func (r *reloadableProber) Check(ctx context.Context) health.Result { return r.p.Load().Check(ctx) }
+
+// loadSettings is the engine's LoadSettings (SIGHUP, `reload`): reread the
+// file; on error the last good config stays and every FILE:LINE problem is
+// logged; on success the firewall Spec and the checker follow it.
+func (d *daemon) loadSettings() (watchdog.Settings, error) {
+	_, warns, err := d.cfgs.Reload()
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			d.log.Error("config: " + line)
+		}
+		d.log.Error("Config reload failed; keeping the last good config", "file", d.cfgs.Path())
+		return watchdog.Settings{}, err
+	}
+	for _, w := range warns {
+		d.log.Warn("config: " + w.String())
+	}
+	c := d.cfgs.Get()
+	if spec, err := specFromConfig(c, logWriter{d.log}); err != nil {
+		d.log.Error("Reload: firewall spec from the new config failed; tables unchanged", "err", err)
+	} else if err := d.fw.SetBase(context.Background(), d.withBypass(spec)); err != nil {
+		d.log.Error("Reload: applying the firewall failed", "err", err)
+	}
+	d.setWAN(detectWAN(context.Background(), c, d.log))
+	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))
+	return d.settings(c), nil
+}
+
+// settings are the engine's settings for c, with the state file in the
+// run dir.
+func (d *daemon) settings(c *config.Config) watchdog.Settings {
+	return watchdog.SettingsFromConfig(c)
+}
+
+// ispAddr feeds the checker's domestic-exit test.
+func (d *daemon) ispAddr() netip.Addr {
+	if d.w != nil {
+		if a := d.w.ISPAddr(); a.IsValid() {
+			return a
+		}
+	}
+	return d.wan().Addr
+}
+
+// withBypass resolves bypass devices' addresses from DHCP leases and the
+// neighbour table, as `firewall apply` does.
+func (d *daemon) withBypass(s firewall.Spec) firewall.Spec {
+	if len(s.Bypass) == 0 {
+		return s
+	}
+	leases := map[string][]netip.Addr{}
+	if f, err := os.Open(firewall.DHCPLeasesFile); err == nil {
+		leases = firewall.ParseDHCPLeases(f)
+		f.Close()
+	}
+	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neighbours(context.Background()))
+	return s
+}
+
+// run is the daemon's life: lock, assemble, supervise, stop. It returns
+// when the engine has stopped (ctx cancelled = SIGTERM/SIGINT).
+func (d *daemon) run(ctx context.Context) error {
+	c := d.cfgs.Get()
+	runDir := c.Paths.RunDir
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return fmt.Errorf("run dir: %w", err)
+	}
+	lock, err := runfiles.AcquireLock(runDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := lock.Release(); err != nil {
+			d.log.Warn("Releasing the instance lock failed", "err", err)
+		}
+	}()
+	d.log.Info("surflare-watchdog starting", "config", d.cfgs.Path(), "role", d.role, "mode", c.Main.Mode, "pid", os.Getpid())
+
+	auxCtx, auxCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer auxCancel()
+
+	spec, err := specFromConfig(c, logWriter{d.log})
+	if err != nil {
+		return fmt.Errorf("firewall spec: %w", err)
+	}
+	d.fw = newFWAdapter(auxCtx, firewall.New(), d.withBypass(spec))
+	d.setWAN(detectWAN(ctx, c, d.log))
+	if d.role == string(config.RoleRouter) {
+		lan := netip.Prefix{}
+		for _, p := range c.Main.LANSubnets {
+			if p.Addr().Is4() {
+				lan = p
+				break
+			}
+		}
+		if d.probe, err = newProbeNS(c.Main.LANInterface, lan); err != nil {
+			d.log.Error("Probe 7 disabled: the LAN probe namespace could not be made; LAN-path faults will show only as client failures", "err", err)
+		} else {
+			d.log.Info("Probe 7 runs from a namespace on the LAN", "bridge", c.Main.LANInterface, "addr", d.probe.addr.String())
+			defer d.probe.Close()
+		}
+	}
+	d.vendor = d.vendorClient(c)
+	d.prober = &reloadableProber{}
+	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))
+
+	if err := d.startSignals(auxCtx, c); err != nil {
+		return err
+	}
+	defer d.stopSignals()
+
+	// ProxyName and ProxyPort stay empty: the engine's by-name kill sees
+	// every namespace's processes; the daemon's own first step does not.
+	hooks := watchdog.CleanupHooks{
+		RunDir:           runDir,
+		OrphanedTrace:    func(ctx context.Context) error { return d.fw.fw.TraceStop(ctx) },
+		FlushVendor:      d.fw.FlushVendor,
+		StaleFwmarkRules: dedupeTunnelRules,
+	}
+	steps := append([]watchdog.Step{{Name: "stale proxy holding the proxy port",
+		Run: d.procs.killStaleProxy(c.Vendor.ProxyComm, int(c.Vendor.ProxyPort))}},
+		watchdog.CrashCleanup(hooks)...)
+	deps := watchdog.Deps{
+		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,
+		ConnKiller: &connKiller{lanIf: c.Main.LANInterface, log: d.log},
+		Network:    network{wan: d.wan},
+		Signals:    d.sig,
+		Cleanup:    steps,
+		LoadSettings: func() (watchdog.Settings, error) {
+			return d.loadSettings()
+		},
+	}
+	if d.sig.lh != nil {
+		deps.NodeHealth = d.sig.lh
+	}
+	if d.sig.storm != nil {
+		deps.Override = stormOverride{d.sig.storm}
+	}
+	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
+		return err
+	}
+
+	d.goAux(auxCtx, "control socket", func(ctx context.Context) error {
+		return serveControl(ctx, runDir, d)
+	})
+	d.startEvents(auxCtx)
+	d.startFrontends(auxCtx, c)
+
+	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer wcancel()
+	go d.stopOnSignal(ctx, wcancel)
+	go d.forwardSignals(auxCtx)
+	err = d.w.Run(wctx)
+
+	auxCancel()
+	done := make(chan struct{})
+	go func() { d.aux.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		d.log.Warn("Stop: some helpers did not end within 1 s")
+	}
+	if err != nil {
+		return err
+	}
+	d.log.Info("surflare-watchdog stopped")
+	return nil
+}
+
+// errStopTimeout: the stop took longer than the 5 s promise allows; the
+// kernel state (kill switch) is already in place, so exiting is safe.
+var errStopTimeout = errors.New("stop did not finish in time")

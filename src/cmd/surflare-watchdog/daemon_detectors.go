@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/keepalive"
+	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/loopguard"
+	"surflare-watchdog/src/runfiles"
+	"surflare-watchdog/src/storm503"
+)
+
+// keepaliveCgroup is the proxy's cgroup: the default group on a router;
+// with a run dir other than /run (a lab, a test) one named after it, so
+// daemons on one host never share or remove each other's group.
+func keepaliveCgroup(runDir string) string {
+	if runDir == config.Default().Paths.RunDir {
+		return ""
+	}
+	mnt := "/sys/fs/cgroup"
+	if _, err := os.Stat(filepath.Join(mnt, "cgroup.controllers")); err != nil {
+		mnt = "/sys/fs/cgroup/unified" // hybrid hierarchy
+	}
+	return filepath.Join(mnt, keepalive.DefaultCgroupName+"-"+shortID(runDir))
+}
+
+// shortID is a short, stable, path-safe digest of s.
+func shortID(s string) string {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return fmt.Sprintf("%08x", h)
+}
+
+// trigger asks the engine for a check now (early detector, 503 storm); it
+// never blocks the caller.
+func (d *daemon) trigger(ctx context.Context) func(string) {
+	return func(reason string) {
+		go func() {
+			d.log.Info("Check requested by a detector", "reason", reason)
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if d.w != nil {
+				_ = d.w.Check(cctx)
+			}
+		}()
+	}
+}
+
+// startSignals builds and starts the detectors: keepalive clamp, 503
+// monitor, log health (feeding the 503 monitor), loop guard and early
+// detector (feeding the loop guard), and the proxy watch. A detector that
+// cannot start is logged and left out; the watchdog runs without it.
+func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
+	s := d.sig
+	runDir := c.Paths.RunDir
+	cg := keepaliveCgroup(runDir)
+	if err := keepalive.CleanupStale(cg); err != nil {
+		d.log.Warn("Keepalive: cleaning up a stale cgroup failed", "err", err)
+	}
+	if c.Keepalive.Enabled {
+		s.clamp, _ = keepalive.New(keepalive.Config{Idle: c.Keepalive.Idle, Interval: c.Keepalive.Interval,
+			Count: c.Keepalive.Count, CgroupPath: cg}) // New logs the outcome itself
+	}
+	trig := d.trigger(ctx)
+	s.storm = storm503.New(storm503.FromConfig(c, trig))
+	if c.LogHealth.Enabled {
+		o := loghealth.FromConfig(c, filepath.Join(runDir, runfiles.NodeHealthFile))
+		o.OnLine = func(l loghealth.Line) {
+			if l.Is503() {
+				s.storm.Record(l.Time)
+			}
+		}
+		lh, err := loghealth.NewMonitor(o)
+		if err != nil {
+			d.log.Error("Log health disabled", "err", err)
+		} else {
+			s.lh = lh
+			d.goAux(ctx, "log health", lh.Run)
+		}
+	}
+	g, err := loopguard.New(loopguard.FromConfig(c, d.fw.fw))
+	if err != nil {
+		d.log.Error("Loop guard disabled", "err", err)
+	} else {
+		s.guard = g
+	}
+	if c.Detector.Enabled {
+		sampler, err := detect.NewProxySampler(detect.SamplerOptions{PIDs: d.procs.PIDs(c.Vendor.ProxyComm)})
+		if err != nil {
+			d.log.Error("Early detector disabled", "err", err)
+		} else {
+			o := detect.FromConfig(c, sampler, trig)
+			if s.guard != nil {
+				o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) { s.guard.Observe(ctx, conns) }
+			}
+			det, err := detect.New(o)
+			if err != nil {
+				sampler.Close()
+				d.log.Error("Early detector disabled", "err", err)
+			} else {
+				s.det = det
+				d.goAux(ctx, "early detector", func(ctx context.Context) error {
+					defer sampler.Close()
+					return det.Run(ctx)
+				})
+			}
+		}
+	}
+	s.proxy = &proxyWatch{procs: d.procs, comm: c.Vendor.ProxyComm, clamp: s.clamp, guard: s.guard, log: d.log}
+	return nil
+}
+
+// stopSignals releases what outlives the aux context: the clamp's cgroup.
+func (d *daemon) stopSignals() {
+	if err := d.sig.clamp.Close(); err != nil {
+		d.log.Warn("Stopping the keepalive clamp failed", "err", err)
+	}
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/firewall"
+)
+
+// The config → firewall.Spec conversion shared by `firewall plan|apply` and
+// the daemon (`run`), so both always build the same tables from a config.
+
+// specFromConfig maps the typed config onto the firewall's declarative input.
+// Relays are not in the config (the vendor decides them): the daemon adds
+// them; from the CLI only the configured endpoints are allowed through.
+func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
+	s := firewall.DefaultSpec()
+	if c.Main.Role.Resolve(config.OpenWrtRelease) == config.RoleLaptop {
+		s.Role = firewall.RoleLaptop
+	}
+	if c.Main.Mode == config.ModeGlobal {
+		s.Mode = firewall.ModeGlobal
+	}
+	if c.Main.IPv6 == config.IPv6Proxy {
+		s.IPv6 = firewall.IPv6Proxy
+	}
+	s.LANIf = c.Main.LANInterface
+	if len(c.Main.Private) > 0 {
+		s.Private = c.Main.Private
+	}
+	s.APIEndpoints = c.Main.Endpoints
+	s.DNSDirect = c.DNS.DomesticUpstreams
+	for _, a := range c.DNS.BlockedDoH {
+		s.BlockedDoH = append(s.BlockedDoH, netip.PrefixFrom(a, a.BitLen()))
+	}
+	for _, b := range c.Bypass {
+		s.Bypass = append(s.Bypass, firewall.Device{Name: b.Name, MAC: b.MAC, IPs: b.IPs})
+	}
+	if c.Vendor.ProxyPort != 0 {
+		s.ProxyPort = c.Vendor.ProxyPort
+	}
+	if c.DNS.LocalResolverPort != 0 {
+		s.LocalResolverPort = c.DNS.LocalResolverPort
+	}
+	var err error
+	if s.CNDirect4, err = loadChnroute(c.Paths.ChnrouteV4, stderr); err != nil {
+		return s, err
+	}
+	if s.CNDirect6, err = loadChnroute(c.Paths.ChnrouteV6, stderr); err != nil {
+		return s, err
+	}
+	v4, v6 := firewall.SplitFamilies(append(s.CNDirect4, s.CNDirect6...))
+	s.CNDirect4, s.CNDirect6 = v4, v6
+	return s, nil
+}
+
+// loadChnroute reads one chnroute file; a missing file is a warning (the
+// first `routes update` creates it), a broken one an error.
+func loadChnroute(path string, stderr io.Writer) ([]netip.Prefix, error) {
+	if path == "" {
+		return nil, nil
+	}
+	ps, err := firewall.LoadChnroute(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "warning: %s does not exist (run 'surflare-watchdog routes update'); cn_direct is empty\n", path)
+		return nil, nil
+	}
+	return ps, err
+}

@@ -43,6 +43,10 @@ type Run struct {
 	NodesTried     []string `json:"nodes_tried"`
 	DeadNodesTried int      `json:"dead_nodes_tried"`
 	LeakedPackets  int64    `json:"leaked_packets"`
+	// Outcome says what the daemon did; Error why the run could not be
+	// carried out (then it counts in no figure).
+	Outcome string `json:"outcome,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // ScenarioOutput is the runner's whole answer for one scenario.
@@ -101,6 +105,9 @@ type LeakCheck struct {
 	Packets int64   `json:"leaked_packets"`
 	Detail  string  `json:"detail,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// Control marks a check made to fail on purpose (proof that the
+	// counter sees leaks); it has no target.
+	Control bool `json:"control,omitempty"`
 }
 
 // Soak is the false-rotation run on a lossy-but-working path.

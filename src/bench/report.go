@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -131,7 +134,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 }
 
 func writeScenarioLine(b *strings.Builder, label string, v Variant, m *Measured) {
-	if m == nil || len(m.Runs) == 0 {
+	if m == nil || m.Summary.Runs == 0 {
 		why := "not run"
 		if m != nil && m.Error != "" {
 			why = m.Error
@@ -140,13 +143,17 @@ func writeScenarioLine(b *strings.Builder, label string, v Variant, m *Measured)
 		return
 	}
 	s := m.Summary
-	fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %d/%d | %s | %d |\n", label, v, s.Runs,
+	runs := fmt.Sprint(s.Runs)
+	if s.Failed > 0 {
+		runs += fmt.Sprintf(" (+%d failed)", s.Failed)
+	}
+	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %d/%d | %s | %d |\n", label, v, runs,
 		fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()),
 		s.Recovered, s.Runs, fmtNum(s.MeanDeadNodes), s.TotalLeaked)
 }
 
 func writeDeadLine(b *strings.Builder, label string, m *Measured) {
-	if m == nil || len(m.Runs) == 0 {
+	if m == nil || m.Summary.Runs == 0 {
 		why := "not run"
 		if m != nil && m.Error != "" {
 			why = m.Error
@@ -155,7 +162,14 @@ func writeDeadLine(b *strings.Builder, label string, m *Measured) {
 		return
 	}
 	s := m.Summary
-	fmt.Fprintf(b, "| %s | %d | %s | %d | %s |\n", label, s.Runs, fmtNum(s.MeanDeadNodes), s.MaxDeadNodes, cell(strings.Join(m.Runs[0].NodesTried, " → ")))
+	first := ""
+	for _, r := range m.Runs {
+		if r.Error == "" {
+			first = strings.Join(r.NodesTried, " → ")
+			break
+		}
+	}
+	fmt.Fprintf(b, "| %s | %d | %s | %d | %s |\n", label, s.Runs, fmtNum(s.MeanDeadNodes), s.MaxDeadNodes, cell(first))
 }
 
 // WriteJSON writes results.json: the whole Result, indented.
@@ -183,3 +197,30 @@ func truncate(s string, n int) string {
 
 // elapsed is a Num of seconds since start.
 func elapsed(start time.Time) Num { return Num(time.Since(start).Seconds()) }
+
+// Output file names under the output directory.
+const (
+	FileMarkdown = "results.md"
+	FileJSON     = "results.json"
+	FileSVG      = "latency.svg"
+)
+
+// WriteOutputs writes results.md, results.json and latency.svg into dir
+// (created if needed).
+func WriteOutputs(dir string, r *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	for name, write := range map[string]func(io.Writer, *Result) error{
+		FileMarkdown: WriteMarkdown, FileJSON: WriteJSON, FileSVG: WriteSVG,
+	} {
+		var b bytes.Buffer
+		if err := write(&b, r); err != nil {
+			return fmt.Errorf("rendering %s: %w", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}

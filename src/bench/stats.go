@@ -32,9 +32,13 @@ func Percentile(xs []*float64, p float64) float64 {
 	return vals[rank-1]
 }
 
-// Summary condenses one scenario's runs for one parameter set.
+// Summary condenses one scenario's runs for one parameter set. Runs that
+// could not be carried out (lab or daemon did not come up: Run.Error) are
+// counted in Failed and left out of every figure: they say nothing about
+// the daemon's reaction to the fault.
 type Summary struct {
 	Runs          int     `json:"runs"`
+	Failed        int     `json:"failed_runs"`
 	Detected      int     `json:"detected_runs"`
 	Recovered     int     `json:"recovered_runs"`
 	P50DetectS    Num     `json:"p50_detect_s"`
@@ -49,10 +53,15 @@ type Summary struct {
 
 // Summarize computes a Summary from runs (nil-safe for zero runs).
 func Summarize(runs []Run) Summary {
-	s := Summary{Runs: len(runs)}
+	var s Summary
 	var det, rec []*float64
 	dead := 0
 	for _, r := range runs {
+		if r.Error != "" {
+			s.Failed++
+			continue
+		}
+		s.Runs++
 		det = append(det, r.DetectS)
 		rec = append(rec, r.RecoverS)
 		if r.DetectS != nil {
@@ -70,8 +79,8 @@ func Summarize(runs []Run) Summary {
 	s.P95DetectS = Num(Percentile(det, 95))
 	s.P50RecoverS = Num(Percentile(rec, 50))
 	s.P95RecoverS = Num(Percentile(rec, 95))
-	if len(runs) > 0 {
-		s.MeanDeadNodes = float64(dead) / float64(len(runs))
+	if s.Runs > 0 {
+		s.MeanDeadNodes = float64(dead) / float64(s.Runs)
 	}
 	return s
 }

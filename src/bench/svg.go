@@ -113,11 +113,14 @@ func WriteSVG(w io.Writer, r *Result) error {
 				colour string
 			}{{row.Ours, colourOurs}, {row.Baseline, colourBaseline}} {
 				y := float64(yBand + 15 + j*svgStrip)
-				if side.m == nil || len(side.m.Runs) == 0 {
+				if side.m == nil {
 					continue
 				}
 				var vals []*float64
 				for _, run := range side.m.Runs {
+					if run.Error != "" {
+						continue // not carried out: no figure
+					}
 					v := p.pick(run)
 					vals = append(vals, v)
 					if v == nil {

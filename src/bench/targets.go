@@ -92,14 +92,14 @@ func judgeTargets(r *Result) []Target {
 	}
 	leaks, measured := int64(0), false
 	for _, row := range r.Scenarios {
-		if row.Ours != nil && len(row.Ours.Runs) > 0 {
+		if row.Ours != nil && row.Ours.Summary.Runs > 0 {
 			leaks += row.Ours.Summary.TotalLeaked
 			measured = true
 		}
 	}
 	le("leaked packets: latency scenarios (all runs)", "0", nanUnless(measured, float64(leaks)), 0, fmtCount)
 	for _, l := range r.Leaks {
-		if l.Variant == Ours {
+		if l.Variant == Ours && !l.Control {
 			le("leaked packets: "+l.Name, "0", nanUnless(l.Error == "", float64(l.Packets)), 0, fmtCount)
 		}
 	}
@@ -192,7 +192,7 @@ func oursSummary(row ScenarioRow) Summary { return summaryOf(row.Ours) }
 // summaryOf is m's summary; NaN percentiles and zero runs when m is absent
 // or has no runs (a failed measurement is not a zero).
 func summaryOf(m *Measured) Summary {
-	if m == nil || len(m.Runs) == 0 {
+	if m == nil || m.Summary.Runs == 0 {
 		nan := Num(math.NaN())
 		return Summary{P50DetectS: nan, P95DetectS: nan, P50RecoverS: nan, P95RecoverS: nan}
 	}

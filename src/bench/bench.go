@@ -1,0 +1,301 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"surflare-watchdog/src/lab"
+)
+
+// Parts of the benchmark, for Options.Skip.
+const (
+	PartScenarios = "scenarios"
+	PartDeadNodes = "dead-nodes"
+	PartLeaks     = "leaks"
+	PartSoak      = "soak"
+	PartFootprint = "footprint"
+)
+
+// Parts lists every part, in the order they run.
+var Parts = []string{PartFootprint, PartSoak, PartLeaks, PartScenarios, PartDeadNodes}
+
+// Options shape a benchmark run. DefaultOptions gives the full or quick
+// run; every figure of it can be changed.
+type Options struct {
+	Quick bool
+	// Runs per latency scenario with our parameters and with the baseline.
+	Runs, BaselineRuns int
+	// DeadNodeRuns per side (with and without urltest data).
+	DeadNodeRuns int
+	// Scenarios measured with ours; BaselineScenarios also with the
+	// baseline (a subset in quick mode: the baseline's 30 s checks make
+	// every run slow).
+	Scenarios, BaselineScenarios []string
+	// Soak is the false-rotation run's length on the lossy path.
+	Soak              time.Duration
+	LossPct, JitterMS int
+	// SteadyWarmup and Steady are the footprint's settle time and window.
+	SteadyWarmup, Steady time.Duration
+	// BinaryPath and IPKGlob locate `make ipk`'s outputs for the sizes.
+	BinaryPath, IPKGlob string
+	// RepoRoot is the module root (lab binaries are built from it; the
+	// boot lock ruleset is read from it).
+	RepoRoot string
+	// Skip names parts not to run (see Parts).
+	Skip []string
+	// Progress receives one line per finished step; nil = discard.
+	Progress io.Writer
+	// Log receives the labs' warnings; nil = warnings to Progress.
+	Log *slog.Logger
+}
+
+// DefaultOptions are the issue's figures: at least 10 runs, 30 minutes of
+// soak; quick: 2 runs (1 for the baseline, on node down and node
+// black-hole only), 2 minutes of soak, 1 minute of steady state.
+func DefaultOptions(quick bool) Options {
+	o := Options{
+		Quick: quick, Runs: 10, BaselineRuns: 10, DeadNodeRuns: 5,
+		Scenarios:         slices.Clone(LatencyScenarios),
+		BaselineScenarios: slices.Clone(LatencyScenarios),
+		Soak:              30 * time.Minute, LossPct: 3, JitterMS: 100,
+		SteadyWarmup: 30 * time.Second, Steady: 10 * time.Minute,
+		BinaryPath: "build/x86_64/surflare-watchdog",
+		IPKGlob:    "build/ipk/surflare-watchdog_*_x86_64.ipk",
+	}
+	if quick {
+		o.Runs, o.BaselineRuns, o.DeadNodeRuns = 2, 1, 1
+		o.BaselineScenarios = []string{ScenarioNodeDown, ScenarioNodeBlackhole}
+		o.Soak, o.SteadyWarmup, o.Steady = 2*time.Minute, 10*time.Second, time.Minute
+	}
+	return o
+}
+
+// fakeConnectRuns is how many fake connects are timed.
+const fakeConnectRuns = 3
+
+// Measure carries out the benchmark and returns its judged result. The error
+// is for what stops the whole run (not root, no repo, build failure);
+// a part that fails is recorded in the result (Missing) and the rest goes
+// on.
+func Measure(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the benchmark needs root (it runs the lab: network namespaces, nftables)")
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = quietLog(o.Progress)
+	}
+	if o.RepoRoot == "" {
+		wd, _ := os.Getwd()
+		root, err := lab.FindRepoRoot(wd)
+		if err != nil {
+			return nil, err
+		}
+		o.RepoRoot = root
+	}
+	ours, err := OursParams()
+	if err != nil {
+		return nil, err
+	}
+	base := BaselineParams(ours)
+	r := &Result{
+		Date: start.UTC(), Quick: o.Quick, Ours: ours, Baseline: base,
+		Machine:      DescribeMachine(ctx, o.RepoRoot),
+		FakeConnectS: Num(math.NaN()),
+		Sizes:        ReadSizes(abs(o.RepoRoot, o.BinaryPath), abs(o.RepoRoot, o.IPKGlob)),
+	}
+	binDir, err := os.MkdirTemp("", "surflare-bench-bin-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(binDir)
+	progress(o, "building the lab binaries")
+	if err := lab.Build(ctx, o.RepoRoot, binDir); err != nil {
+		return nil, err
+	}
+	env := labEnv{binDir: binDir, log: o.Log}
+	skip := func(part string) bool { return slices.Contains(o.Skip, part) }
+
+	// Phase 1, in parallel labs (timing-insensitive figures): fake connect
+	// time, footprint and soak (ours and baseline each), leak checks.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	goPart := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	goPart(func() {
+		d, err := fakeConnect(ctx, env, fakeConnectRuns)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			r.Missing = append(r.Missing, "fake connect time: "+err.Error())
+			return
+		}
+		r.FakeConnectS = Num(d.Seconds())
+		progress(o, "fake connect: %.2f s (median of %d)", d.Seconds(), fakeConnectRuns)
+	})
+	for _, p := range []Params{ours, base} {
+		if !skip(PartFootprint) {
+			goPart(func() {
+				progress(o, "footprint %s: %s warm-up, %s window", p.Variant, o.SteadyWarmup, o.Steady)
+				f := footprint(ctx, env, p, o.SteadyWarmup, o.Steady)
+				progress(o, "footprint %s: RSS %d kB (peak %d kB), CPU %.1f s/h + children %.1f s/h, %.0f children/h %s",
+					p.Variant, f.RSSKB, f.PeakRSSKB, f.CPUSecPerHour, f.ChildCPUSecPerHour, f.ChildrenPerHour, f.Error)
+				mu.Lock()
+				r.Footprint = append(r.Footprint, f)
+				mu.Unlock()
+			})
+		}
+		if !skip(PartSoak) {
+			goPart(func() {
+				progress(o, "soak %s: %s at %d %% loss, %d ms jitter", p.Variant, o.Soak, o.LossPct, o.JitterMS)
+				s := soak(ctx, env, p, o.Soak, o.LossPct, o.JitterMS)
+				progress(o, "soak %s: %d rotations, %d connect attempts %s", p.Variant, s.Rotations, s.Reconnects, s.Error)
+				mu.Lock()
+				r.Soak = append(r.Soak, s)
+				mu.Unlock()
+			})
+		}
+	}
+	if !skip(PartLeaks) {
+		goPart(func() {
+			bootLock := filepath.Join(o.RepoRoot, BootLockRelPath)
+			checks := []func() LeakCheck{
+				func() LeakCheck { return restartLeaks(ctx, env, ours) },
+				func() LeakCheck { return restartLeaks(ctx, env, base) },
+				func() LeakCheck { return bootLeaks(ctx, env, ours, bootLock, true) },
+				func() LeakCheck { return bootLeaks(ctx, env, base, bootLock, true) },
+				func() LeakCheck { return bootLeaks(ctx, env, ours, bootLock, false) },
+			}
+			for _, check := range checks {
+				c := check()
+				progress(o, "leaks, %s (%s): %d %s", c.Name, c.Variant, c.Packets, c.Error)
+				mu.Lock()
+				r.Leaks = append(r.Leaks, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sortByVariant(r)
+
+	// Phase 2: the latency scenarios, ours and baseline as two concurrent
+	// series (each run in its own fresh lab), then the dead-nodes pair.
+	if !skip(PartScenarios) {
+		rows := make([]ScenarioRow, len(o.Scenarios))
+		for i, name := range o.Scenarios {
+			rows[i].Name = name
+		}
+		series := func(p Params, runs int, names []string, put func(i int, m *Measured)) {
+			for i, name := range o.Scenarios {
+				if !slices.Contains(names, name) {
+					continue
+				}
+				progress(o, "scenario %s (%s): %d runs", name, p.Variant, runs)
+				m := runScenario(ctx, env, name, p, runs, o.Progress)
+				s := m.Summary
+				progress(o, "scenario %s (%s): detect p50 %s p95 %s, recover p50 %s p95 %s %s", name, p.Variant,
+					fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()), m.Error)
+				put(i, m)
+			}
+		}
+		goPart(func() { series(ours, o.Runs, o.Scenarios, func(i int, m *Measured) { rows[i].Ours = m }) })
+		goPart(func() {
+			series(base, o.BaselineRuns, o.BaselineScenarios, func(i int, m *Measured) { rows[i].Baseline = m })
+		})
+		wg.Wait()
+		r.Scenarios = rows
+	}
+	if !skip(PartDeadNodes) {
+		d := &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
+		without := Params{Variant: "ours without log health", Sets: append(slices.Clone(ours.Sets), "surflare.loghealth=loghealth", "surflare.loghealth.enabled=0")}
+		goPart(func() { d.WithData = runScenario(ctx, env, ScenarioDeadNodes, ours, o.DeadNodeRuns, o.Progress) })
+		goPart(func() { d.WithoutData = runScenario(ctx, env, ScenarioDeadNodes, without, o.DeadNodeRuns, o.Progress) })
+		wg.Wait()
+		progress(o, "dead nodes tried: with urltest data %s, without %s", fmtNum(d.WithData.Summary.MeanDeadNodes), fmtNum(d.WithoutData.Summary.MeanDeadNodes))
+		r.DeadNodes = d
+	}
+	collectMissing(r, o)
+	r.ElapsedS = elapsed(start)
+	Judge(r)
+	return r, ctx.Err()
+}
+
+// sortByVariant puts ours before baseline wherever phase 1 appended in
+// completion order, so reports are stable.
+func sortByVariant(r *Result) {
+	rank := func(v Variant) int {
+		if v == Ours {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(r.Footprint, func(a, b Footprint) int { return rank(a.Variant) - rank(b.Variant) })
+	slices.SortStableFunc(r.Soak, func(a, b Soak) int { return rank(a.Variant) - rank(b.Variant) })
+}
+
+// collectMissing lists every part that failed or was skipped.
+func collectMissing(r *Result, o Options) {
+	for _, part := range o.Skip {
+		r.Missing = append(r.Missing, "skipped on request: "+part)
+	}
+	if r.Sizes.Error != "" {
+		r.Missing = append(r.Missing, "sizes: "+r.Sizes.Error)
+	}
+	for _, f := range r.Footprint {
+		if f.Error != "" {
+			r.Missing = append(r.Missing, fmt.Sprintf("footprint (%s): %s", f.Variant, f.Error))
+		}
+	}
+	for _, s := range r.Soak {
+		if s.Error != "" {
+			r.Missing = append(r.Missing, fmt.Sprintf("false rotations (%s): %s", s.Variant, s.Error))
+		}
+	}
+	for _, l := range r.Leaks {
+		if l.Error != "" {
+			r.Missing = append(r.Missing, fmt.Sprintf("leaks, %s (%s): %s", l.Name, l.Variant, firstLine(l.Error)))
+		}
+	}
+	for _, row := range r.Scenarios {
+		for _, side := range []struct {
+			v Variant
+			m *Measured
+		}{{Ours, row.Ours}, {Baseline, row.Baseline}} {
+			if side.m != nil && side.m.Error != "" {
+				r.Missing = append(r.Missing, fmt.Sprintf("scenario %s (%s): %s", row.Name, side.v, side.m.Error))
+			}
+		}
+		if row.Baseline == nil && row.Ours != nil {
+			r.Missing = append(r.Missing, fmt.Sprintf("scenario %s (baseline): not run in this mode", row.Name))
+		}
+	}
+	if d := r.DeadNodes; d != nil {
+		for _, m := range []*Measured{d.WithData, d.WithoutData} {
+			if m != nil && m.Error != "" {
+				r.Missing = append(r.Missing, "dead nodes: "+m.Error)
+			}
+		}
+	}
+}
+
+func progress(o Options, format string, a ...any) {
+	fmt.Fprintf(o.Progress, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func abs(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}

@@ -190,9 +190,11 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	sortByVariant(r)
 
 	// Phase 2: the latency scenarios, ours and baseline as two concurrent
-	// series (each run in its own fresh lab), then the dead-nodes pair.
+	// series (each run in its own fresh lab), and the dead-nodes pair
+	// alongside (its figure is a count, not a time).
+	var rows []ScenarioRow
 	if !skip(PartScenarios) {
-		rows := make([]ScenarioRow, len(o.Scenarios))
+		rows = make([]ScenarioRow, len(o.Scenarios))
 		for i, name := range o.Scenarios {
 			rows[i].Name = name
 		}
@@ -202,7 +204,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 					continue
 				}
 				progress(o, "scenario %s (%s): %d runs", name, p.Variant, runs)
-				m := runScenario(ctx, env, name, p, runs, o.Progress)
+				m := runScenario(ctx, env, registryName(name), p, runs, o.Progress)
 				s := m.Summary
 				progress(o, "scenario %s (%s): detect p50 %s p95 %s, recover p50 %s p95 %s %s", name, p.Variant,
 					fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()), m.Error)
@@ -213,17 +215,20 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		goPart(func() {
 			series(base, o.BaselineRuns, o.BaselineScenarios, func(i int, m *Measured) { rows[i].Baseline = m })
 		})
-		wg.Wait()
-		r.Scenarios = rows
 	}
+	var dead *DeadNodes
 	if !skip(PartDeadNodes) {
-		d := &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
+		dead = &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
 		without := Params{Variant: "ours without log health", Sets: append(slices.Clone(ours.Sets), "surflare.loghealth=loghealth", "surflare.loghealth.enabled=0")}
-		goPart(func() { d.WithData = runScenario(ctx, env, ScenarioDeadNodes, ours, o.DeadNodeRuns, o.Progress) })
-		goPart(func() { d.WithoutData = runScenario(ctx, env, ScenarioDeadNodes, without, o.DeadNodeRuns, o.Progress) })
-		wg.Wait()
-		progress(o, "dead nodes tried: with urltest data %s, without %s", fmtNum(d.WithData.Summary.MeanDeadNodes), fmtNum(d.WithoutData.Summary.MeanDeadNodes))
-		r.DeadNodes = d
+		goPart(func() { dead.WithData = runScenario(ctx, env, ScenarioDeadNodes, ours, o.DeadNodeRuns, o.Progress) })
+		goPart(func() {
+			dead.WithoutData = runScenario(ctx, env, ScenarioDeadNodes, without, o.DeadNodeRuns, o.Progress)
+		})
+	}
+	wg.Wait()
+	r.Scenarios, r.DeadNodes = rows, dead
+	if dead != nil {
+		progress(o, "dead nodes tried: with urltest data %s, without %s", fmtNum(dead.WithData.Summary.MeanDeadNodes), fmtNum(dead.WithoutData.Summary.MeanDeadNodes))
 	}
 	collectMissing(r, o)
 	r.ElapsedS = elapsed(start)

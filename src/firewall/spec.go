@@ -176,6 +176,10 @@ type Spec struct {
 	// handed to a proxy that is not listening, so clients fail fast while the
 	// watchdog reconnects. The kill switch stays as it is.
 	ProxyDown bool
+	// ProbeSrc are the source addresses of the daemon's LAN probe (probe 7
+	// runs from a namespace on the LAN bridge): their TCP goes to the proxy
+	// even while ProxyDown tombstones everyone else's (probe.go).
+	ProbeSrc []netip.Addr
 }
 
 // DefaultPrivate lists the special-purpose ranges that never go through the
@@ -258,6 +262,9 @@ func (s Spec) Validate() error {
 	}
 	if err := dnsProblems(s); err != nil {
 		errs = append(errs, err)
+	}
+	for _, a := range probeProblems(s) {
+		bad("probe source %v is not a plain address", a)
 	}
 	for i, d := range s.Bypass {
 		name := d.Name

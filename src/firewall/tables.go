@@ -280,6 +280,7 @@ func tproxyTable(s Spec, v6 bool) tableSpec {
 		r("dtls").port(unix.IPPROTO_UDP, false, 443).thPayload(72, 16, 0xfefd).ret(),
 		r("quic").port(unix.IPPROTO_UDP, false, 443).rejectPort(),
 	)
+	rules = append(rules, probeRules(s, v6)...)
 	if s.ProxyDown {
 		// Tombstone: the proxy is not listening; reset LAN TCP at once
 		// rather than letting it time out against a closed port.

@@ -148,7 +148,7 @@ func (d *daemon) loadSettings() (watchdog.Settings, error) {
 	c := d.cfgs.Get()
 	if spec, err := specFromConfig(c, logWriter{d.log}); err != nil {
 		d.log.Error("Reload: firewall spec from the new config failed; tables unchanged", "err", err)
-	} else if err := d.fw.SetBase(context.Background(), d.withBypass(spec)); err != nil {
+	} else if err := d.fw.SetBase(context.Background(), d.fullSpec(spec)); err != nil {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
 	d.setWAN(detectWAN(context.Background(), c, d.log))
@@ -172,9 +172,13 @@ func (d *daemon) ispAddr() netip.Addr {
 	return d.wan().Addr
 }
 
-// withBypass resolves bypass devices' addresses from DHCP leases and the
-// neighbour table, as `firewall apply` does.
-func (d *daemon) withBypass(s firewall.Spec) firewall.Spec {
+// fullSpec completes a Spec from the config with what only the running
+// daemon knows: the LAN probe's address and the bypass devices' addresses
+// (DHCP leases and the neighbour table, as `firewall apply` finds them).
+func (d *daemon) fullSpec(s firewall.Spec) firewall.Spec {
+	if d.probe != nil {
+		s.ProbeSrc = []netip.Addr{d.probe.addr}
+	}
 	if len(s.Bypass) == 0 {
 		return s
 	}
@@ -213,7 +217,6 @@ func (d *daemon) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("firewall spec: %w", err)
 	}
-	d.fw = newFWAdapter(auxCtx, firewall.New(), d.withBypass(spec))
 	d.setWAN(detectWAN(ctx, c, d.log))
 	if d.role == string(config.RoleRouter) {
 		lan := netip.Prefix{}
@@ -230,6 +233,7 @@ func (d *daemon) run(ctx context.Context) error {
 			defer d.probe.Close()
 		}
 	}
+	d.fw = newFWAdapter(auxCtx, firewall.New(), d.fullSpec(spec))
 	d.vendor = d.vendorClient(c)
 	d.prober = &reloadableProber{}
 	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))

@@ -23,9 +23,17 @@ func keepaliveCgroup(runDir string) string {
 	if runDir == config.Default().Paths.RunDir {
 		return ""
 	}
-	mnt := "/sys/fs/cgroup"
-	if _, err := os.Stat(filepath.Join(mnt, "cgroup.controllers")); err != nil {
-		mnt = "/sys/fs/cgroup/unified" // hybrid hierarchy
+	mnt := ""
+	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} { // unified, hybrid
+		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
+			mnt = m
+			break
+		}
+	}
+	if mnt == "" {
+		// No cgroup2 where we can see it (`ip netns exec` mounts a fresh
+		// /sys without it): the clamp will say it is unavailable.
+		return ""
 	}
 	return filepath.Join(mnt, keepalive.DefaultCgroupName+"-"+shortID(runDir))
 }

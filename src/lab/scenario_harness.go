@@ -222,6 +222,18 @@ func (h *Harness) clientRecovery(clients []clientResult) (at time.Time, failedSe
 	return at, !firstFail.IsZero(), !at.IsZero()
 }
 
+// lastClientOK reports whether the last request to finish got out through
+// a live node: traffic still works when the run ends.
+func (h *Harness) lastClientOK(clients []clientResult) bool {
+	var last *clientResult
+	for i := range clients {
+		if last == nil || clients[i].End.After(last.End) {
+			last = &clients[i]
+		}
+	}
+	return last != nil && last.OK && h.liveExit(last.IP, last.End)
+}
+
 // WaitRecovered waits up to budget for client traffic through a live
 // node (see clientRecovery), then up to settleBudget for the daemon to say
 // healthy. It reports whether traffic came back.
@@ -337,10 +349,22 @@ func (h *Harness) finish(ctx context.Context) ScenarioRun {
 		}
 	}
 
+	okAtEnd := false
 	if at, failed, ok := h.clientRecovery(clients); ok {
 		run.RecoverS = seconds3(at.Sub(t0).Seconds())
 		if !failed {
 			h.Note("LAN clients never saw a failure")
+		}
+		after := 0
+		for _, c := range clients {
+			if c.Start.After(at) && (!c.OK || !h.liveExit(c.IP, c.End)) {
+				after++
+			}
+		}
+		okAtEnd = h.lastClientOK(clients)
+		h.Extra("client_failures_after_recovery", after)
+		if !okAtEnd {
+			h.Note("LAN traffic broke again after recovering")
 		}
 	}
 	if len(samples) > 0 {
@@ -362,7 +386,7 @@ func (h *Harness) finish(ctx context.Context) ScenarioRun {
 	if h.recovery != nil {
 		run.Recovered = h.recovery(run)
 	} else {
-		run.Recovered = run.RecoverS != nil
+		run.Recovered = run.RecoverS != nil && okAtEnd
 	}
 	run.Outcome = strings.Join(append(describeRun(run, h.healthNode), h.outcome...), "; ")
 	return run

@@ -26,13 +26,14 @@ const (
 	// statusPoll is how often the daemon is asked for its status (a
 	// process each time; the transitions in it carry their own times).
 	statusPoll = 200 * time.Millisecond
-	// clientTimeout is how long a LAN client waits for one page: a request
-	// slower than this counts as failed, as it would for a person.
-	clientTimeout = 2 * time.Second
-	// maxClientInFlight bounds the client requests open at once (one is
-	// started every monitorPoll; a black hole keeps each open for
-	// clientTimeout).
-	maxClientInFlight = 25
+	// clientTimeout is how long a LAN client waits for one page before it
+	// counts as failed. Generous, as a browser is: a slow answer still
+	// counts as traffic, and since a request starts every monitorPoll a
+	// hung one does not delay the moment recovery is seen.
+	clientTimeout = 5 * time.Second
+	// maxClientInFlight bounds the client requests open at once (a black
+	// hole keeps each open for clientTimeout).
+	maxClientInFlight = 60
 )
 
 // statusSample is one answer of the daemon's status.

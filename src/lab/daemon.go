@@ -205,7 +205,7 @@ func (l *Lab) forgetProc(p *proc) {
 // DaemonStatus asks the daemon for its state with `surflare-watchdog status
 // --json`, run in the router namespace as a user would.
 func (l *Lab) DaemonStatus(ctx context.Context) (DaemonState, error) {
-	out, err := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "status", "--json", "--config", l.DaemonConfigPath()).Output()
+	out, err := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "status", "--json", "--run-dir", l.Path(dirRun)).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

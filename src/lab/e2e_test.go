@@ -2,9 +2,11 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -193,5 +195,190 @@ func TestDaemonNodeDownRotatesWithoutLeaks(t *testing.T) {
 	}
 	if lc.Total() != 0 {
 		t.Errorf("leaked: %s", lc)
+	}
+}
+
+// rawField digs a value out of the status JSON by path.
+func rawField(raw []byte, path ...string) any {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+// kill -9 in the middle of a connect leaves the vendor's proxy, its table
+// and our tables behind; the kill switch stays armed (kernel state), and a
+// restarted daemon cleans up and brings the tunnel back.
+func TestDaemonRecoversFromKill9DuringConnect(t *testing.T) {
+	l := upDaemon(t)
+	ctx := context.Background()
+	if _, err := l.ResetLeaks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	// Slow Dallas down so a reconnect's data-plane proof takes a while.
+	if err := l.Fault(ctx, FaultLatency, true, "Dallas", "1200"); err != nil {
+		t.Fatal(err)
+	}
+	oldProxy := l.ProcsByComm(RoleRouter, "surflare-proxy")
+	if out, err := l.Exec(ctx, RoleRouter, l.DaemonBinary(), "reconnect", "--config", l.DaemonConfigPath()); err != nil {
+		t.Fatalf("reconnect: %v %s", err, out)
+	}
+	// Kill once the new proxy runs and the data plane is being proven.
+	st, err := l.WaitDaemon(ctx, 5*time.Second, func(s DaemonState) bool {
+		ps := l.ProcsByComm(RoleRouter, "surflare-proxy")
+		return s.State == "connecting" && len(ps) == 1 && (len(oldProxy) == 0 || ps[0] != oldProxy[0])
+	})
+	if err != nil {
+		t.Fatalf("never saw connecting with a new proxy: %v", err)
+	}
+	if err := l.KillDaemon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed with SIGKILL while %s", st.State)
+	if !killSwitchArmed(ctx, l) {
+		t.Fatal("kill switch gone after kill -9")
+	}
+	if _, err := exitOf(ctx, l); err == nil {
+		t.Log("note: the client still works through the orphaned proxy (tables left in place)")
+	}
+	if err := l.Fault(ctx, FaultLatency, false, "Dallas"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if _, err := l.StartDaemon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatalf("restart did not recover: %v\n%s", err, st.Raw)
+	}
+	if name, err := waitClient(ctx, l, 10*time.Second, func(n string) bool { return n == st.Node }); err != nil {
+		t.Fatalf("client after restart: %v (%q)", err, name)
+	}
+	t.Logf("restart -> healthy and client served in %s", time.Since(t0).Round(time.Millisecond))
+	if !strings.Contains(l.DaemonLog(), "Killed stale proxy processes") {
+		t.Error("the restart did not clean up the orphaned proxy")
+	}
+	if n := len(l.ProcsByComm(RoleRouter, "surflare-proxy")); n != 1 {
+		t.Errorf("%d proxies running after the restart, want 1", n)
+	}
+	if lc, err := l.Leaks(ctx); err != nil || lc.Total() != 0 {
+		t.Errorf("leaks: %v %v", lc, err)
+	}
+}
+
+// A fault only the LAN path has — LAN TCP dropped on its way into the
+// router, while the router's own traffic still goes through the tunnel — is
+// seen by probe 7 (from the probe namespace on br-lan) and by nothing else.
+func TestProbe7SeesLANOnlyFault(t *testing.T) {
+	l := upDaemon(t, "surflare.main.fail_threshold=100")
+	ctx := context.Background()
+	if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	nft := func(args ...string) {
+		t.Helper()
+		if out, err := l.Exec(ctx, RoleRouter, append([]string{"nft"}, args...)...); err != nil {
+			t.Fatalf("nft %v: %v %s", args, err, out)
+		}
+	}
+	nft("add", "table", "ip", "k1_lanfault")
+	nft("add", "chain", "ip", "k1_lanfault", "pre", "{ type filter hook prerouting priority -300; }")
+	nft("add", "rule", "ip", "k1_lanfault", "pre", "iifname", "br-lan", "tcp", "dport", "80", "drop")
+	t.Cleanup(func() { l.Exec(context.Background(), RoleRouter, "nft", "delete", "table", "ip", "k1_lanfault") })
+
+	st, err := l.WaitDaemon(ctx, 15*time.Second, func(s DaemonState) bool {
+		return rawField(s.Raw, "last_check", "outcome") == "PROXY_BROKEN"
+	})
+	if err != nil {
+		t.Fatalf("probe 7 did not see the LAN fault: %v\n%s", err, st.Raw)
+	}
+	if up := rawField(st.Raw, "last_check", "tunnel_up"); up != true {
+		t.Errorf("tunnel probes failed too (tunnel_up=%v): the fault was meant for the LAN path only", up)
+	}
+	if ok := rawField(st.Raw, "last_check", "proxy", "ok"); ok != false {
+		t.Errorf("probe 7 ok = %v, want false", ok)
+	}
+	t.Logf("reason: %v", rawField(st.Raw, "last_check", "reason"))
+}
+
+// Signals and reload: SIGUSR2 toggles diag, SIGUSR1 checks now, SIGHUP with
+// a broken config keeps the last good one and names FILE:LINE, and status
+// --json shows the detectors, the proxy's descriptors, conntrack and nft.
+func TestDaemonSignalsReloadAndStatus(t *testing.T) {
+	l := upDaemon(t, "surflare.main.check_interval=60")
+	ctx := context.Background()
+	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := st.Counters.Checks
+	if err := l.SignalDaemon(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 5*time.Second, func(s DaemonState) bool { return s.Counters.Checks > checks }); err != nil {
+		t.Errorf("SIGUSR1 ran no check: %v", err)
+	}
+	l.SignalDaemon(syscall.SIGUSR2)
+	if _, err := l.WaitDaemon(ctx, 3*time.Second, func(s DaemonState) bool { return s.State == "diag" }); err != nil {
+		t.Errorf("SIGUSR2 did not enter diag: %v", err)
+	}
+	l.SignalDaemon(syscall.SIGUSR2)
+	if _, err := l.WaitDaemon(ctx, 3*time.Second, func(s DaemonState) bool { return s.State != "diag" }); err != nil {
+		t.Errorf("second SIGUSR2 did not leave diag: %v", err)
+	}
+
+	cfg, err := os.ReadFile(l.DaemonConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := string(cfg) + "\nconfig surflare 'main'\n\toption check_interval 'soon'\n"
+	if err := os.WriteFile(l.DaemonConfigPath(), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l.SignalDaemon(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	log := l.DaemonLog()
+	if !strings.Contains(log, "keeping the last good config") || !strings.Contains(log, l.DaemonConfigPath()+":") {
+		t.Errorf("a broken reload must log FILE:LINE and keep the last good config; log:\n%s", tail(log, 10))
+	}
+	if st, err = l.DaemonStatus(ctx); err != nil || st.State == "stopped" {
+		t.Fatalf("daemon after a bad reload: %v %s", err, st.State)
+	}
+	os.WriteFile(l.DaemonConfigPath(), cfg, 0o600)
+	l.SignalDaemon(syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if !strings.Contains(l.DaemonLog(), "Configuration reloaded") {
+		t.Error("a good reload was not applied")
+	}
+
+	st, err = l.DaemonStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range [][]string{
+		{"daemon", "keepalive", "active"}, {"daemon", "loopguard", "enabled"}, {"daemon", "early_detector", "threshold"},
+		{"daemon", "log_health", "lines_read"}, {"daemon", "storm_503", "threshold"}, {"daemon", "proxy", "nofile"},
+		{"daemon", "conntrack", "entries"}, {"daemon", "wan", "device"}, {"signals", "detectors"},
+	} {
+		if rawField(st.Raw, p...) == nil {
+			t.Errorf("status --json has no %s", strings.Join(p, "."))
+		}
+	}
+	if fds, _ := rawField(st.Raw, "daemon", "proxy", "fds").(float64); fds <= 0 {
+		t.Errorf("proxy fds = %v", rawField(st.Raw, "daemon", "proxy"))
+	}
+	if !strings.Contains(string(st.Raw), `"inet killswitch"`) || !strings.Contains(string(st.Raw), `"loopguard_block"`) {
+		t.Error("status --json lacks the nft table sizes")
 	}
 }

@@ -70,8 +70,8 @@ func (s DaemonState) Healthy() bool { return s.State == "healthy" }
 func (l *Lab) DaemonBinary() string { return l.Path(dirBin, DaemonName) }
 
 // StartDaemon starts `surflare-watchdog run` in the router namespace and
-// waits until its control socket answers (or ctx ends, or the daemon
-// exits). With sets, the lab config is first rewritten from the lab's
+// waits until its control socket answers with a state past "starting" —
+// by then the kill switch is armed — or ctx ends, or the daemon exits. With sets, the lab config is first rewritten from the lab's
 // defaults plus these overrides (they replace the overrides given to Up);
 // without, the config file is used as it is. It returns the daemon's pid.
 func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
@@ -95,10 +95,13 @@ func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
 	p := l.daemonProc()
 	for {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := l.DaemonStatus(qctx)
+		st, err := l.DaemonStatus(qctx)
 		cancel()
-		if err == nil {
+		if err == nil && st.State != "starting" {
 			return pid, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("still starting")
 		}
 		select {
 		case <-ctx.Done():

@@ -256,7 +256,7 @@ func (d *daemon) run(ctx context.Context) error {
 		watchdog.CrashCleanup(hooks)...)
 	deps := watchdog.Deps{
 		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,
-		ConnKiller: &connKiller{lanIf: c.Main.LANInterface, log: d.log},
+		ConnKiller: &connKiller{lanIf: c.Main.LANInterface, procs: d.procs, comm: c.Vendor.ProxyComm, log: d.log},
 		Network:    network{wan: d.wan},
 		Signals:    d.sig,
 		Cleanup:    steps,

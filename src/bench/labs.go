@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +51,7 @@ func startHealthy(ctx context.Context, l *lab.Lab, sets []string) (lab.DaemonSta
 func waitHealthy(ctx context.Context, l *lab.Lab) (lab.DaemonState, error) {
 	st, err := l.WaitDaemon(ctx, healthyBudget, lab.DaemonState.Healthy)
 	if err != nil {
-		return st, fmt.Errorf("daemon never healthy: %w", err)
+		return st, fmt.Errorf("daemon never healthy: %w; daemon log tail:\n%s", err, logTail(l.DaemonLog(), 12))
 	}
 	addr := ""
 	for _, n := range lab.Nodes {
@@ -158,4 +159,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// logTail is the last n lines of a log.
+func logTail(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

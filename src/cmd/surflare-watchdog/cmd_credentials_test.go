@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/creack/pty"
+
 	"surflare-watchdog/src/credentials"
 )
 
@@ -229,4 +231,51 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += n
 	return n, err
+}
+
+// On a terminal, `credentials set` prompts twice with echo off; nothing the
+// user types shows on the screen.
+func TestCredentialsSetOnATerminal(t *testing.T) {
+	e := newCredEnv(t)
+	master, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	var shown strings.Builder
+	// upTo reads the screen until it shows s (blocking reads: the prompt
+	// comes, or the test times out).
+	upTo := func(s string) {
+		buf := make([]byte, 256)
+		for !strings.Contains(shown.String(), s) {
+			n, err := master.Read(buf)
+			shown.Write(buf[:n])
+			if err != nil {
+				t.Fatalf("screen %q never showed %q: %v", shown.String(), s, err)
+			}
+		}
+	}
+	var out bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- credentialsMain(context.Background(), e.flags("set"), credIO{stdin: tty, stdout: &out, stderr: tty})
+	}()
+	upTo("Password: ")
+	io.WriteString(master, plantedPassword+"\r")
+	upTo("Repeat password: ")
+	io.WriteString(master, plantedPassword+"\r")
+	code := <-done
+	tty.Close()
+	rest, _ := io.ReadAll(master) // ends with EIO once the tty is closed
+	shown.Write(rest)
+	master.Close()
+	if code != exitOK {
+		t.Fatalf("exit %d; screen %q", code, shown.String())
+	}
+	if strings.Contains(shown.String(), plantedPassword) {
+		t.Errorf("the password was echoed: %q", shown.String())
+	}
+	c, err := credentials.Load(context.Background(), credentials.Options{Username: "a@b.c", File: e.file})
+	if err != nil || c.Password.Reveal() != plantedPassword {
+		t.Fatalf("stored password: %v", err)
+	}
 }

@@ -75,6 +75,12 @@ func (l *Lab) DaemonBinary() string { return l.Path(dirBin, DaemonName) }
 // defaults plus these overrides (they replace the overrides given to Up);
 // without, the config file is used as it is. It returns the daemon's pid.
 func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
+	return l.StartDaemonArgs(ctx, nil, sets...)
+}
+
+// StartDaemonArgs is StartDaemon with extra `run` flags (e.g.
+// --open-on-exit).
+func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string) (int, error) {
 	if len(sets) > 0 {
 		if err := WriteDaemonConfig(l, sets); err != nil {
 			return 0, err
@@ -88,7 +94,8 @@ func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
 			return 0, fmt.Errorf("lab %s: the daemon is already running (pid %d)", l.Prefix, p.cmd.Process.Pid)
 		}
 	}
-	pid, err := l.Start(DaemonName, RoleRouter, l.DaemonBinary(), "run", "--config", l.DaemonConfigPath())
+	argv := append([]string{l.DaemonBinary(), "run", "--config", l.DaemonConfigPath()}, args...)
+	pid, err := l.Start(DaemonName, RoleRouter, argv...)
 	if err != nil {
 		return 0, err
 	}

@@ -382,3 +382,59 @@ func TestDaemonSignalsReloadAndStatus(t *testing.T) {
 		t.Error("status --json lacks the nft table sizes")
 	}
 }
+
+// SIGTERM while a login hangs still ends the daemon within 5 s (the login
+// is killed), with the kill switch armed; a second daemon is refused while
+// one runs.
+func TestDaemonStopsDuringHungLoginAndHoldsItsLock(t *testing.T) {
+	l := upFull(t, Options{Clients: 1})
+	ctx := context.Background()
+	if err := l.Fault(ctx, FaultLoginHang, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", tail(l.DaemonLog(), 40))
+		}
+	})
+	if _, err := l.StartDaemon(ctx, e2eSets...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 10*time.Second, func(s DaemonState) bool { return s.State == "auth_wait" }); err != nil {
+		t.Fatalf("never waited for the login: %v", err)
+	}
+	out, err := l.Exec(ctx, RoleRouter, l.DaemonBinary(), "run", "--config", l.DaemonConfigPath())
+	if err == nil || !strings.Contains(out, "another surflare-watchdog is running") {
+		t.Errorf("a second daemon was not refused: %v\n%s", err, out)
+	}
+	took, err := l.StopDaemon(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGTERM during a hung login -> exit in %s", took.Round(time.Millisecond))
+	if !killSwitchArmed(ctx, l) {
+		t.Error("kill switch not armed after the stop")
+	}
+	if n := len(l.ProcsByComm(RoleRouter, "surflare")); n != 0 {
+		t.Errorf("%d vendor CLI processes left after the stop", n)
+	}
+}
+
+// --open-on-exit: the user stops the service on purpose and asks for an
+// open network; the kill switch goes too.
+func TestDaemonOpenOnExitRemovesTheKillSwitch(t *testing.T) {
+	l := upFull(t, Options{Clients: 1})
+	ctx := context.Background()
+	if _, err := l.StartDaemonArgs(ctx, []string{"--open-on-exit"}, e2eSets...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.StopDaemon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if killSwitchArmed(ctx, l) {
+		t.Error("kill switch still armed after a stop with --open-on-exit")
+	}
+}

@@ -68,7 +68,7 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surflare-watchdog run: --log-level %q: %v\n", *level, err)
 		return exitUsage
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+	setupLogging(stderr, lvl)
 	if o.passwordFile == "" && o.configPath != config.DefaultPath {
 		if p := filepath.Join(filepath.Dir(o.configPath), "password"); fileExists(p) {
 			o.passwordFile = p

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -180,5 +181,27 @@ func TestProbeNamespaceDialsFromTheLAN(t *testing.T) {
 	}
 	if err := netns.Set(orig); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestRelevelRestoresLevelMessageAndAttrs(t *testing.T) {
+	var b strings.Builder
+	h := slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}})
+	r := relevel{slog.New(h)}
+	r.Write([]byte(`WARN loopguard: min_active 1000 needs ~2000 descriptors subsystem=loopguard path="/tmp/a b"` + "\n"))
+	r.Write([]byte("INFO proxy log not there yet; waiting for it\n"))
+	got := b.String()
+	for _, want := range []string{
+		`level=WARN msg="loopguard: min_active 1000 needs ~2000 descriptors" subsystem=loopguard path="/tmp/a b"`,
+		`level=INFO msg="proxy log not there yet; waiting for it"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in:\n%s", want, got)
+		}
 	}
 }

@@ -21,6 +21,8 @@ var e2eSets = []string{
 	"surflare.main.domestic_confirm=1",
 	"surflare.main.connect_dataplane_timeout=15",
 	"surflare.main.heartbeat_interval=0",
+	"surflare.detector=detector",
+	"surflare.detector.interval=1",
 }
 
 // upDaemon brings up a lab and starts the daemon in it, registering the
@@ -380,6 +382,28 @@ func TestDaemonSignalsReloadAndStatus(t *testing.T) {
 	}
 	if !strings.Contains(string(st.Raw), `"inet killswitch"`) || !strings.Contains(string(st.Raw), `"loopguard_block"`) {
 		t.Error("status --json lacks the nft table sizes")
+	}
+	// The relays the proxy uses are learned from its connections and
+	// watched by the moat.
+	if _, err := l.WaitDaemon(ctx, 8*time.Second, func(s DaemonState) bool {
+		exitOf(ctx, l) // traffic, so the proxy holds relay connections
+		var v struct {
+			Daemon struct {
+				NFT []struct {
+					Name string         `json:"name"`
+					Sets map[string]int `json:"sets"`
+				} `json:"nft"`
+			} `json:"daemon"`
+		}
+		json.Unmarshal(s.Raw, &v)
+		for _, t := range v.Daemon.NFT {
+			if t.Name == "inet surflare_moat" && t.Sets["relays4"] > 0 {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Errorf("no relay learned into the moat: %v", err)
 	}
 }
 

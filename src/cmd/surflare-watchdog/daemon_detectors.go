@@ -100,14 +100,19 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 	} else {
 		s.guard = g
 	}
+	relays := newRelayLearner(d.fw, d.log)
+	d.goAux(ctx, "relay learner", relays.run)
 	if c.Detector.Enabled {
 		sampler, err := detect.NewProxySampler(detect.SamplerOptions{PIDs: d.procs.PIDs(c.Vendor.ProxyComm)})
 		if err != nil {
 			d.log.Error("Early detector disabled", "err", err)
 		} else {
 			o := detect.FromConfig(c, sampler, trig)
-			if s.guard != nil {
-				o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) { s.guard.Observe(ctx, conns) }
+			o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) {
+				if s.guard != nil {
+					s.guard.Observe(ctx, conns)
+				}
+				relays.observe(ctx, conns)
 			}
 			det, err := detect.New(o)
 			if err != nil {

@@ -3,13 +3,14 @@
 // preview server (`go run ./src/api/preview`).
 //
 //   node htdocs/test/browser.mjs --url http://127.0.0.1:9099/ --token TOKEN \
-//     --out artifacts/ [--modules DIR] [--fault 'shell command'] \
+//     --out artifacts/ [--modules DIR] [--fault 'shell command' | --fault-url URL] \
 //     [--fault-pattern REGEX] [--timeout-ms 15000]
 //
 // --modules is a directory whose node_modules has playwright-core (default:
-// resolved from this file or the current directory). --fault runs after the
-// page is live; the timeline must then show an entry matching
-// --fault-pattern. Checks:
+// resolved from this file or the current directory). --fault runs a shell
+// command after the page is live (and rotated); --fault-url instead POSTs to
+// URL (a test's injection hook; a non-2xx answer fails the check). The
+// timeline must then show a new entry matching --fault-pattern. Checks:
 //   1. without a token the page asks for one and requests nothing from /api;
 //   2. with #token= it shows the live state over the websocket;
 //   3. clicking rotate (to another node) changes the node;
@@ -24,7 +25,7 @@ import path from 'node:path';
 import process from 'node:process';
 
 function args() {
-  const a = { url: '', token: '', out: 'browser-artifacts', modules: '', fault: '',
+  const a = { url: '', token: '', out: 'browser-artifacts', modules: '', fault: '', faultUrl: '',
     faultPattern: 'PROXY_BROKEN|degraded|rotation|suspect', timeoutMs: 15000,
     chromium: process.env.CHROMIUM || '/usr/bin/chromium' };
   const argv = process.argv.slice(2);
@@ -115,20 +116,31 @@ try {
     await page.waitForFunction((t) => document.querySelector('#node').textContent.trim() === t,
       target, { timeout: opt.timeoutMs });
     await page.locator('#timeline li').first().waitFor({ timeout: opt.timeoutMs });
+    console.log(`     rotated ${before} -> ${target}`);
     await shot(page, '03-rotated.png');
   });
 
-  if (opt.fault) {
+  if (opt.fault || opt.faultUrl) {
     await check('an injected fault appears in the timeline', async () => {
       const re = new RegExp(opt.faultPattern);
-      const seenBefore = await page.$$eval('#timeline li', (ls) => ls.length);
+      // Rows already there are marked: only a row added after the fault
+      // counts (a matching row from the rotation must not pass the check).
+      await page.$$eval('#timeline li', (ls) => ls.forEach((li) => { li.dataset.before = '1'; }));
       const t0 = Date.now();
-      execSync(opt.fault, { stdio: 'inherit', timeout: opt.timeoutMs });
-      await page.waitForFunction(([src, n]) => {
-        const items = [...document.querySelectorAll('#timeline li')];
-        return items.slice(0, Math.max(items.length - n, 1)).some((li) => new RegExp(src).test(li.textContent));
-      }, [re.source, seenBefore], { timeout: opt.timeoutMs });
-      console.log(`     fault visible after ${Date.now() - t0} ms`);
+      if (opt.faultUrl) {
+        const r = await fetch(opt.faultUrl, { method: 'POST', signal: AbortSignal.timeout(opt.timeoutMs) });
+        const body = (await r.text()).trim();
+        assert(r.ok, `fault hook ${opt.faultUrl}: HTTP ${r.status} ${body}`);
+        console.log(`     fault injected: ${body}`);
+      } else {
+        execSync(opt.fault, { stdio: 'inherit', timeout: opt.timeoutMs });
+      }
+      const row = await page.waitForFunction((src) => {
+        const li = [...document.querySelectorAll('#timeline li:not([data-before])')]
+          .find((l) => new RegExp(src).test(l.textContent));
+        return li && li.textContent;
+      }, re.source, { timeout: opt.timeoutMs });
+      console.log(`     fault visible after ${Date.now() - t0} ms: ${(await row.jsonValue()).replace(/\s+/g, ' ')}`);
       await shot(page, '04-fault.png');
     });
   }
@@ -150,11 +162,29 @@ try {
     const p = await phone.newPage();
     await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
     await p.waitForFunction(() => document.querySelector('#state').textContent !== '–', null, { timeout: opt.timeoutMs });
+    await shot(p, '06-phone.png');
     const overflow = await p.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-    assert(overflow <= 0, `the page scrolls sideways by ${overflow}px`);
+    if (overflow > 0) {
+      // Name the culprits: the innermost elements that reach past the
+      // screen, leaving out those inside a box that scrolls or clips them.
+      const wide = await p.evaluate(() => {
+        const w = document.documentElement.clientWidth;
+        const clipped = (e) => {
+          for (let a = e.parentElement; a && a !== document.body; a = a.parentElement)
+            if (getComputedStyle(a).overflowX !== 'visible') return true;
+          return false;
+        };
+        const past = (e) => e.getBoundingClientRect().right > w + 0.5 && !clipped(e);
+        return [...document.querySelectorAll('body *')]
+          .filter((e) => past(e) && ![...e.children].some(past))
+          .slice(0, 5)
+          .map((e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${e.className ? '.' + String(e.className).split(' ').join('.') : ''}` +
+            ` (right ${Math.round(e.getBoundingClientRect().right)}px: "${e.textContent.trim().slice(0, 40)}")`);
+      });
+      assert(false, `the page scrolls sideways by ${overflow}px; too wide: ${wide.join(', ')}`);
+    }
     const box = await p.locator('#btn-rotate').boundingBox();
     assert(box && box.height >= 36, 'the rotate button is too small to tap');
-    await shot(p, '06-phone.png');
     await phone.close();
   });
 

@@ -1,0 +1,246 @@
+package lab
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The browser layer (DESIGN §7.5): headless Chromium, driven by
+// htdocs/test/browser.mjs through playwright-core, opens the daemon's live
+// view in the lab as a user would — through a relay on the host's
+// loopback — and this test checks what the script saw against the daemon's
+// own status.
+
+// browserChromium is Debian's chromium, which playwright-core drives (no
+// browser download).
+const browserChromium = "/usr/bin/chromium"
+
+// browserChecks is how many checks browser.mjs runs with a fault hook: no
+// token, live state, rotate, fault, polling, phone, no script errors.
+const browserChecks = 7
+
+// browserFaultPattern is what a dead exit must add to the timeline: the
+// failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving
+// healthy. A row from the rotation before the fault does not count: the
+// script only looks at rows added after the injection.
+const browserFaultPattern = `PROXY_BROKEN|LOCAL_FAIL|DOMESTIC_EXIT|healthy → (degraded|suspect|reconnecting)`
+
+// browserTools finds node, chromium and playwright-core (installed by
+// scripts/setup-debian.sh into build/browser), or says what is missing.
+func browserTools(root string) (node, modules, missing string) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return "", "", "node is not installed"
+	}
+	if _, err := os.Stat(browserChromium); err != nil {
+		return "", "", browserChromium + " is missing (apt-get install chromium, or bash scripts/setup-debian.sh)"
+	}
+	modules = filepath.Join(root, "build", "browser")
+	if _, err := os.Stat(filepath.Join(modules, "node_modules", "playwright-core", "package.json")); err != nil {
+		return "", "", "playwright-core is not in " + modules + " (run bash scripts/setup-debian.sh)"
+	}
+	return node, modules, ""
+}
+
+// labWebToken is the bearer token the daemon reads from the lab config's
+// web token_file.
+func labWebToken(t *testing.T, l *Lab) string {
+	t.Helper()
+	cfg, err := os.ReadFile(l.DaemonConfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*option token_file '([^']+)'`).FindSubmatch(cfg)
+	if m == nil {
+		t.Fatalf("the lab config has no web token_file:\n%s", cfg)
+	}
+	b, err := os.ReadFile(string(m[1]))
+	if err != nil {
+		t.Fatalf("web token: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// faultHook is an HTTP endpoint on the host's loopback that browser.mjs
+// POSTs to once the page is live and rotated: it notes the daemon's node at
+// that moment and takes that node down in the lab.
+type faultHook struct {
+	l   *Lab
+	mu  sync.Mutex
+	at  DaemonState // the daemon's status just before the injection
+	err error
+}
+
+func (h *faultHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	st, err := h.l.DaemonStatus(ctx)
+	if err == nil {
+		err = h.l.Fault(ctx, FaultNodeDown, true, st.Node)
+	}
+	h.mu.Lock()
+	h.at, h.err = st, err
+	h.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintf(w, "%s %s (daemon %s)", FaultNodeDown, st.Node, st.State)
+}
+
+func (h *faultHook) result() (DaemonState, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.at, h.err
+}
+
+func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
+	needRoot(t)
+	wd, _ := os.Getwd()
+	root, err := FindRepoRoot(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, modules, missing := browserTools(root)
+	if missing != "" {
+		t.Skip("browser test: " + missing)
+	}
+	t0 := time.Now()
+	l := upDaemon(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	first, err := l.WaitDaemon(ctx, 30*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatalf("%v\nstatus: %s", err, first.Raw)
+	}
+	tHealthy := time.Since(t0)
+
+	relay, err := l.ForwardTCP(ctx, "127.0.0.1:0", RoleRouter, fmt.Sprintf("%s:%d", LANRouter, LabWebPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + relay.Addr().String() + "/"
+	token := labWebToken(t, l)
+
+	// The API itself refuses a request without the token (the script checks
+	// that the page does not even try).
+	resp, err := http.Get(base + "api/v1/status")
+	if err != nil {
+		t.Fatalf("web UI through the relay: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET /api/v1/status without a token: HTTP %d, want 401", resp.StatusCode)
+	}
+
+	hook := &faultHook{l: l}
+	hookLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookSrv := &http.Server{Handler: hook}
+	go hookSrv.Serve(hookLn)
+	t.Cleanup(func() { hookSrv.Close() })
+
+	out := filepath.Join(root, "build", "artifacts", "browser")
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 90*time.Second)
+	defer scancel()
+	cmd := exec.CommandContext(sctx, node, filepath.Join(root, "htdocs", "test", "browser.mjs"),
+		"--url", base, "--token", token, "--out", out, "--modules", modules,
+		"--fault-url", "http://"+hookLn.Addr().String()+"/fault",
+		"--fault-pattern", browserFaultPattern, "--timeout-ms", "15000")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	tScript := time.Now()
+	runErr := cmd.Run()
+	scriptTook := time.Since(tScript)
+	t.Logf("browser.mjs (%s):\n%s", scriptTook.Round(time.Millisecond), buf.String())
+	if strings.Contains(buf.String(), token) {
+		t.Error("the script's output contains the token")
+	}
+
+	m := regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed$`).FindStringSubmatch(buf.String())
+	if m == nil {
+		t.Fatalf("browser.mjs gave no summary (%v)", runErr)
+	}
+	passed, _ := strconv.Atoi(m[1])
+	if m[2] != "0" || passed != browserChecks || runErr != nil {
+		t.Errorf("browser.mjs: %s passed, %s failed (want %d passed, 0 failed; exit %v)", m[1], m[2], browserChecks, runErr)
+	}
+
+	// What the page showed against what the daemon says: the rotate click
+	// moved the daemon to the node the page chose, and that is the node the
+	// fault then took down.
+	var from, to string
+	if rm := regexp.MustCompile(`(?m)^\s+rotated (.+) -> (.+)$`).FindStringSubmatch(buf.String()); rm != nil {
+		from, to = rm[1], rm[2]
+	}
+	at, hookErr := hook.result()
+	switch {
+	case hookErr != nil:
+		t.Errorf("fault hook: %v", hookErr)
+	case at.Node == "":
+		t.Error("the script never called the fault hook")
+	case to == "":
+		t.Error("the script did not report its rotation")
+	default:
+		if from != first.Node {
+			t.Errorf("the page showed node %q before rotating; the daemon was on %q", from, first.Node)
+		}
+		if at.Node != to || at.Node == first.Node {
+			t.Errorf("after the page rotated %s -> %s the daemon was on %q", from, to, at.Node)
+		}
+		if at.Counters.Rotations < 1 {
+			t.Errorf("the daemon counts %d rotations after the page's rotate", at.Counters.Rotations)
+		}
+	}
+
+	// The daemon itself left the node the fault took down.
+	if at.Node != "" {
+		st, err := l.WaitDaemon(ctx, 20*time.Second, func(s DaemonState) bool { return s.Healthy() && s.Node != at.Node })
+		if err != nil {
+			t.Errorf("the daemon did not recover from %s down: %v\nstatus: %s", at.Node, err, st.Raw)
+		}
+	}
+
+	for _, name := range []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png"} {
+		if err := checkPNG(filepath.Join(out, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("lab + daemon healthy in %s, browser.mjs %s, total %s; screenshots in %s",
+		tHealthy.Round(time.Millisecond), scriptTook.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), out)
+}
+
+// checkPNG reports whether path is a non-trivial PNG file.
+func checkPNG(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("screenshot: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, 8)
+	if _, err := bufio.NewReader(f).Read(head); err != nil || !bytes.Equal(head, []byte("\x89PNG\r\n\x1a\n")) {
+		return fmt.Errorf("screenshot %s is not a PNG", path)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() < 2000 {
+		return fmt.Errorf("screenshot %s is suspiciously small", path)
+	}
+	return nil
+}

@@ -129,11 +129,31 @@ func newUnnamedNS() (netns.NsHandle, error) {
 	return r.h, nil
 }
 
+// probeMAC is the host end's MAC: locally administered and above any
+// vendor MAC. A Linux bridge without a MAC of its own takes its lowest
+// port's; a probe port with a random, lower MAC would change br-lan's MAC
+// and every LAN client's ARP entry for the router would point nowhere
+// until it expires.
+func probeMAC(addr netip.Addr) net.HardwareAddr {
+	a := addr.As4()
+	return net.HardwareAddr{0xfe, 0x5f, a[0], a[1], a[2], a[3]}
+}
+
 func (p *probeNS) plug(bridge netlink.Link, gw netip.Addr, subnet netip.Prefix) error {
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: probeHostIf, MasterIndex: bridge.Attrs().Index},
+	bridgeMAC := bridge.Attrs().HardwareAddr
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: probeHostIf, MasterIndex: bridge.Attrs().Index,
+		HardwareAddr: probeMAC(p.addr)},
 		PeerName: probePeerIf, PeerNamespace: netlink.NsFd(int(p.ns))}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("adding %s: %w", probeHostIf, err)
+	}
+	// Belt and braces: should the bridge's MAC have moved anyway, pin it
+	// back (an explicitly set MAC no longer follows the ports).
+	if now, err := netlink.LinkByIndex(bridge.Attrs().Index); err == nil && len(bridgeMAC) == 6 &&
+		now.Attrs().HardwareAddr.String() != bridgeMAC.String() {
+		if err := netlink.LinkSetHardwareAddr(now, bridgeMAC); err != nil {
+			return fmt.Errorf("restoring %s's MAC after adding the probe port: %w", bridge.Attrs().Name, err)
+		}
 	}
 	// The bridge port needs no addresses of its own.
 	_ = os.WriteFile("/proc/sys/net/ipv6/conf/"+probeHostIf+"/disable_ipv6", []byte("1"), 0o644)

@@ -148,6 +148,14 @@ func TestProbeNamespaceDialsFromTheLAN(t *testing.T) {
 		}
 	}()
 
+	// A bridge with one port of a high MAC: a lower-MAC probe port would
+	// otherwise become the bridge's MAC.
+	port := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "k1port0", HardwareAddr: net.HardwareAddr{0xfe, 0xff, 0, 0, 0, 1},
+		MasterIndex: br.Attrs().Index}, PeerName: "k1port1"}
+	if err := netlink.LinkAdd(port); err != nil {
+		t.Fatal(err)
+	}
+	brBefore, _ := netlink.LinkByName("br-k1test")
 	p, err := newProbeNS("br-k1test", netip.Prefix{})
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +177,10 @@ func TestProbeNamespaceDialsFromTheLAN(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no connection arrived")
+	}
+	if brAfter, _ := netlink.LinkByName("br-k1test"); brAfter.Attrs().HardwareAddr.String() != brBefore.Attrs().HardwareAddr.String() {
+		t.Errorf("the probe port changed the bridge's MAC from %s to %s (LAN clients' ARP entries go stale)",
+			brBefore.Attrs().HardwareAddr, brAfter.Attrs().HardwareAddr)
 	}
 	if err := p.Close(); err != nil {
 		t.Error(err)

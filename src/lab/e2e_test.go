@@ -462,3 +462,39 @@ func TestDaemonOpenOnExitRemovesTheKillSwitch(t *testing.T) {
 		t.Error("kill switch still armed after a stop with --open-on-exit")
 	}
 }
+
+// A black-holed exit (packets vanish, nothing is refused) is the slow case:
+// the probes must time out. The early detector and the probe timeout bound
+// detection; the client recovers on the next node.
+func TestDaemonNodeBlackholeRecovers(t *testing.T) {
+	l := upDaemon(t)
+	ctx := context.Background()
+	if _, err := l.ResetLeaks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := l.Fault(ctx, FaultNodeBlackhole, true, "Dallas"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.WaitDaemon(ctx, 20*time.Second, func(s DaemonState) bool { return s.Counters.FailedChecks > 0 }); err != nil {
+		t.Fatalf("black hole not detected: %v", err)
+	}
+	detected := time.Since(t0)
+	st, err := l.WaitDaemon(ctx, 25*time.Second, func(s DaemonState) bool { return s.Healthy() && s.Node != "Dallas" })
+	if err != nil {
+		t.Fatalf("no recovery: %v\n%s", err, st.Raw)
+	}
+	recovered := time.Since(t0)
+	name, err := waitClient(ctx, l, 10*time.Second, func(n string) bool { return n == st.Node })
+	if err != nil {
+		t.Fatalf("client did not recover: %v (%q)", err, name)
+	}
+	t.Logf("node-blackhole: detected after %s, healthy on %s after %s, client after %s",
+		detected.Round(time.Millisecond), st.Node, recovered.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+	if lc, err := l.Leaks(ctx); err != nil || lc.Total() != 0 {
+		t.Errorf("leaks: %v %v", lc, err)
+	}
+}

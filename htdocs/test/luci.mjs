@@ -11,7 +11,11 @@
 //   node htdocs/test/luci.mjs --api http://127.0.0.1:19099 --token T \
 //       --port 19098 --out artifacts/ [--modules DIR]
 //
-// It does not run the real LuCI (form.Map in settings.js is not exercised).
+// settings.js runs on a stand-in of LuCI's form.js with the same load /
+// parse / write / remove rules: its Credentials section must show the
+// daemon's password state and hand a new password to set_credentials (which
+// the stand-in records; there is no ubusd here) and never to UCI. It does
+// not run the real LuCI.
 import { createRequire } from 'node:module';
 import { createServer } from 'node:http';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -39,6 +43,138 @@ function loadPlaywright(dir) {
   }
   throw new Error('playwright-core not found: pass --modules DIR');
 }
+
+// A stand-in for LuCI's form.js (modules/luci-base/htdocs/luci-static/
+// resources/form.js): the same rules for what is loaded, what a save
+// writes (a changed non-empty value), removes (an empty one with rmempty)
+// or leaves alone, with plain inputs instead of LuCI's widgets. Enough to
+// render settings.js and save it; no dependencies, tabs shown flat.
+const formStub = String.raw`
+window.maps = [];
+window.formStub = function (uci) {
+  class Node {
+    constructor(title, descr) { this.title = title || ''; this.description = descr || ''; this.children = []; }
+  }
+  class Map extends Node {
+    constructor(config, title, descr) { super(title, descr); this.config = config; this.data = uci; window.maps.push(this); }
+    section(cls, ...a) { const s = new cls(this, ...a); this.children.push(s); return s; }
+    load() { return Promise.all(this.children.map((s) => s.load())); }
+    parse() { return Promise.all(this.children.map((s) => s.parse())); }
+    render() { return this.load().then(() => this.renderContents()); }
+    renderContents() {
+      this.root = this.root || E('div', { id: 'cbi-' + this.config });
+      this.root.textContent = '';
+      this.root.appendChild(E('h2', {}, this.title));
+      this.children.forEach((s) => this.root.appendChild(s.render()));
+      return this.root;
+    }
+    save() {
+      return this.parse().then(() => this.data.save()).then(() => this.load())
+        .catch((e) => { window.saveErrors = (window.saveErrors || []).concat(String(e)); return Promise.reject(e); })
+        .finally(() => this.renderContents());
+    }
+    findElement(attr, v) { return this.root ? this.root.querySelector('[' + attr + '="' + v + '"]') : null; }
+    lookupOption(name, sid) {
+      for (const s of this.children)
+        for (const o of s.children)
+          if (o.option === name && s.cfgsections().includes(sid)) return [o, sid];
+      return null;
+    }
+  }
+  class TypedSection extends Node {
+    constructor(map, type, title, descr) { super(title, descr); this.map = map; this.sectiontype = type; }
+    cfgsections() { return this.map.data.sections(this.map.config, this.sectiontype).map((s) => s['.name']); }
+    tab(name, title) { this.tabs = this.tabs || {}; this.tabs[name] = title; }
+    option(cls, ...a) { const o = new cls(this.map, this, ...a); this.children.push(o); return o; }
+    taboption(tab, cls, ...a) {
+      if (!this.tabs || !this.tabs[tab]) throw new Error('Associated tab not declared: ' + tab);
+      const o = this.option(cls, ...a); o.tab = tab; return o;
+    }
+    load() {
+      return Promise.all(this.cfgsections().flatMap((sid) => this.children.map((o) =>
+        Promise.resolve(o.load(sid)).then((v) => o.cfgvalue(sid, v)))));
+    }
+    parse() { return Promise.all(this.cfgsections().flatMap((sid) => this.children.map((o) => o.parse(sid)))); }
+    render() {
+      const el = E('fieldset', { 'class': 'cbi-section', 'data-title': this.title }, [E('legend', {}, this.title)]);
+      for (const sid of this.cfgsections()) for (const o of this.children) el.appendChild(o.render(sid));
+      return el;
+    }
+  }
+  class NamedSection extends TypedSection {
+    constructor(map, name, type, title, descr) { super(map, type, title, descr); this.name = name; }
+    cfgsections() { return this.map.data.get(this.map.config, this.name) ? [this.name] : []; }
+  }
+  class Value extends Node {
+    constructor(map, section, option, title, descr) {
+      super(title, descr);
+      Object.assign(this, { map, section, option, config: map.config, rmempty: true, default: null, optional: false });
+    }
+    value(k, v) { (this.keylist = this.keylist || []).push(String(k)); (this.vallist = this.vallist || []).push(String(v != null ? v : k)); }
+    depends() {}
+    cbid(sid) { return 'cbid.' + this.config + '.' + sid + '.' + this.option; }
+    load(sid) { return this.map.data.get(this.config, sid, this.option); }
+    cfgvalue(sid, v) {
+      if (arguments.length === 2) { this.data = this.data || {}; this.data[sid] = v; }
+      return this.data ? this.data[sid] : null;
+    }
+    formvalue(sid) { const n = this.map.findElement('id', this.cbid(sid)); return n ? n.value : null; }
+    validate() { return true; }
+    isValid(sid) { return this.validate(sid, this.formvalue(sid)) === true; }
+    parse(sid) {
+      const cval = this.cfgvalue(sid), fval = this.formvalue(sid);
+      if (!this.isValid(sid)) return Promise.reject(new Error('invalid value in ' + this.cbid(sid)));
+      if (fval != '' && fval != null) {
+        if (this.forcewrite || JSON.stringify(cval) !== JSON.stringify(fval)) return Promise.resolve(this.write(sid, fval));
+      } else if (this.rmempty || this.optional) {
+        return Promise.resolve(this.remove(sid));
+      }
+      return Promise.resolve();
+    }
+    write(sid, v) { return this.map.data.set(this.config, sid, this.option, v); }
+    remove(sid) { return this.map.data.unset(this.config, sid, this.option); }
+    widget(sid, v) {
+      return E('input', { id: this.cbid(sid), type: this.password ? 'password' : 'text',
+        value: v != null ? (Array.isArray(v) ? v.join(' ') : v) : null, placeholder: this.placeholder });
+    }
+    render(sid) {
+      const cv = this.cfgvalue(sid);
+      return E('div', { 'class': 'cbi-value', 'data-field': this.cbid(sid), 'data-name': this.option }, [
+        E('label', { 'for': this.cbid(sid) }, this.title || this.option),
+        this.widget(sid, cv != null ? cv : this.default),
+        this.description ? E('div', { 'class': 'cbi-value-description' }, this.description) : '']);
+    }
+  }
+  class ListValue extends Value {
+    widget(sid, v) {
+      const sel = E('select', { id: this.cbid(sid) }, (this.keylist || []).map((k, i) => E('option', { value: k }, this.vallist[i])));
+      if (v != null) sel.value = v;
+      return sel;
+    }
+  }
+  class Flag extends Value {
+    constructor(...a) { super(...a); this.enabled = '1'; this.disabled = '0'; this.default = '0'; }
+    widget(sid, v) { const c = E('input', { id: this.cbid(sid), type: 'checkbox' }); c.checked = v === this.enabled; return c; }
+    formvalue(sid) { const n = this.map.findElement('id', this.cbid(sid)); return n && n.checked ? this.enabled : this.disabled; }
+    parse(sid) {
+      const fval = this.formvalue(sid);
+      return Promise.resolve(fval == this.default && (this.optional || this.rmempty) ? this.remove(sid) : this.write(sid, fval));
+    }
+  }
+  // Lists are shown, not edited: the stand-in gives back what was loaded.
+  class DynamicList extends Value {
+    formvalue(sid) { return this.cfgvalue(sid); }
+  }
+  class DummyValue extends Value {
+    widget(sid, v) { return E('div', { id: this.cbid(sid), 'class': 'dummy' }, v != null ? String(v) : ''); }
+    formvalue(sid) { return this.cfgvalue(sid); }
+    write() {}
+    remove() {}
+  }
+  return { Map, TypedSection, GridSection: TypedSection, TableSection: TypedSection, NamedSection,
+    Value, ListValue, Flag, DynamicList, DummyValue };
+};
+`;
 
 // The stand-in LuCI runtime, run in the page.
 const stub = String.raw`
@@ -78,19 +214,46 @@ const ubus = {
   log: (lines) => req('GET', 'events?n=' + Math.min(lines, 1000)).then((r) => ({ lines: r.events
     .filter((e) => e.kind === 'log').map((e) => e.time + ' ' + e.data.level + ' ' + e.data.message) })),
 };
+// set_credentials has no HTTP twin: the stand-in records the call and
+// answers as the daemon does (credentials status, never the password).
+ubus.set_credentials = (username, password) => {
+  window.credCalls.push([username, password]);
+  return Promise.resolve({ present: true, source: 'file', username });
+};
 window.calls = [];
+window.credCalls = [];
+// A test may replace a method's answer (window.ubusOverride.status = …).
+window.ubusOverride = {};
+// UCI: /etc/config/surflare as the views see it; every set/unset is logged.
+window.uciChanges = [];
+const uciData = { surflare: {
+  main: { '.name': 'main', '.type': 'surflare', enabled: '1', mode: 'rule', username: 'household@surflare.lab' },
+  web: { '.name': 'web', '.type': 'web', enabled: '1', port: new URL(API).port, listen: new URL(API).hostname },
+} };
+const uci = {
+  load: () => Promise.resolve(),
+  get: (c, s, o) => { const sec = (uciData[c] || {})[s]; return sec ? (o == null ? sec : sec[o] ?? null) : null; },
+  set: (c, s, o, v) => { window.uciChanges.push(['set', c, s, o, v]); uciData[c][s][o] = v; },
+  unset: (c, s, o) => { window.uciChanges.push(['unset', c, s, o]); delete uciData[c][s][o]; },
+  sections: (c, type) => Object.values(uciData[c] || {}).filter((s) => type == null || s['.type'] === type),
+  save: () => Promise.resolve(),
+};
+window.uciData = uciData;
 window.stubs = {
   view: { extend: (o) => o },
-  rpc: { declare: (d) => (...args) => { window.calls.push(d.method); return ubus[d.method](...args); } },
+  rpc: { declare: (d) => (...args) => { window.calls.push(d.method); return (window.ubusOverride[d.method] || ubus[d.method])(...args); } },
   poll: { add: (fn, s) => setInterval(fn, s * 1000) },
-  uci: { load: () => Promise.resolve(), get: (c, s, o) => ({ port: new URL(API).port, listen: new URL(API).hostname, enabled: '1' })[o] },
+  uci,
   ui: { createHandlerFn: (self, fn, ...a) => (ev) => (typeof fn === 'string' ? self[fn] : fn).call(self, ...a, ev),
     addNotification: (t, msg, kind) => { document.getElementById('notes').appendChild(msg); } },
+  network: { getHostHints: () => Promise.resolve({ getMACHints: () => [] }) },
+  form: window.formStub(uci),
 };
 window.loadView = async function (name) {
   const src = await (await fetch('/view/' + name + '.js')).text();
   const s = window.stubs;
-  const v = new Function('view', 'rpc', 'poll', 'uci', 'ui', src)(s.view, s.rpc, s.poll, s.uci, s.ui);
+  const v = new Function('view', 'rpc', 'poll', 'uci', 'ui', 'form', 'network', src)(
+    s.view, s.rpc, s.poll, s.uci, s.ui, s.form, s.network);
   const data = await v.load();
   document.getElementById('view').appendChild(await v.render(data));
   window.currentView = v;
@@ -102,10 +265,10 @@ const server = createServer((req, res) => {
   if (u.pathname === '/') {
     res.setHeader('Content-Type', 'text/html');
     res.end(`<!doctype html><meta charset=utf-8><div id=notes></div><div id=view></div>
-<script>window.API=${JSON.stringify(opt.api)};window.TOKEN=${JSON.stringify(opt.token)};</script><script src="/stub.js"></script>`);
-  } else if (u.pathname === '/stub.js') {
+<script>window.API=${JSON.stringify(opt.api)};window.TOKEN=${JSON.stringify(opt.token)};</script><script src="/form.js"></script><script src="/stub.js"></script>`);
+  } else if (u.pathname === '/stub.js' || u.pathname === '/form.js') {
     res.setHeader('Content-Type', 'text/javascript');
-    res.end(stub);
+    res.end(u.pathname === '/stub.js' ? stub : formStub);
   } else if (u.pathname.startsWith('/api/v1/')) {
     // The rpcd stand-in: forwards with the token, as the daemon's ubus
     // handlers act on the daemon directly.
@@ -146,11 +309,12 @@ const browser = await chromium.launch({ executablePath: opt.chromium,
 const base = `http://127.0.0.1:${opt.port}/`;
 try {
   const ctx = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  const open = async (name) => {
+  const open = async (name, setup) => {
     const p = await ctx.newPage();
     const errors = [];
     p.on('pageerror', (e) => errors.push(e.message));
     await p.goto(base);
+    if (setup) await p.evaluate(setup);
     await p.evaluate((n) => window.loadView(n), name);
     return { p, errors };
   };
@@ -188,6 +352,50 @@ try {
     const { p, errors } = await open('log');
     await p.waitForFunction(() => /VPN healthy|Node rotation/.test(document.querySelector('#log').textContent), null, { timeout: 15000 });
     await p.screenshot({ path: path.join(opt.out, 'luci-log.png'), fullPage: true });
+    if (errors.length) throw new Error(errors.join('; '));
+  });
+  const secret = 'Correct-Horse 7 "battery"';
+  const field = (o) => '[data-field="cbid.surflare.main.' + o + '"]';
+  await check('settings: no daemon, no password state; the password field is empty and write-only', async () => {
+    const { p, errors } = await open('settings', () => { window.ubusOverride.status = () => Promise.reject(new Error('Object not found')); });
+    await p.locator(field('_password') + ' input').waitFor({ timeout: 15000 });
+    const pw = p.locator(field('_password') + ' input');
+    if ((await pw.getAttribute('type')) !== 'password') throw new Error('the password field shows what is typed');
+    if ((await pw.inputValue()) !== '') throw new Error('the password field is pre-filled');
+    if (await p.locator(field('_password_state')).count()) throw new Error('a password state is shown though the daemon said nothing');
+    const user = await p.inputValue(field('username') + ' input');
+    if (user !== 'household@surflare.lab') throw new Error('username field shows ' + JSON.stringify(user));
+    if (errors.length) throw new Error(errors.join('; '));
+  });
+
+  await check('settings: a new password goes to set_credentials only, never to UCI', async () => {
+    const { p, errors } = await open('settings', () => {
+      window.ubusOverride.status = () => Promise.resolve({ state: 'healthy', daemon: { credentials: { present: false, problem: 'no password file' } } });
+    });
+    const state = p.locator(field('_password_state'));
+    await state.waitFor({ timeout: 15000 });
+    if (!/^not set/.test((await state.textContent()).replace(/^Stored password/, '').trim()))
+      throw new Error('password state: ' + (await state.textContent()));
+    // Saving with the field empty keeps the stored password: no call, no UCI change for it.
+    await p.evaluate(() => window.maps[0].save());
+    let r = await p.evaluate(() => ({ cred: window.credCalls, uci: window.uciChanges }));
+    if (r.cred.length) throw new Error('set_credentials called with an empty password field');
+    if (r.uci.some((c) => /password/.test(c[3]))) throw new Error('UCI change for the password: ' + JSON.stringify(r.uci));
+
+    await p.fill(field('username') + ' input', 'new.owner@surflare.lab');
+    await p.fill(field('_password') + ' input', secret);
+    await p.evaluate(() => window.maps[0].save());
+    r = await p.evaluate(() => ({ cred: window.credCalls, uci: window.uciChanges, data: JSON.stringify(window.uciData), html: document.body.innerHTML }));
+    if (JSON.stringify(r.cred) !== JSON.stringify([['new.owner@surflare.lab', secret]]))
+      throw new Error('set_credentials calls: ' + JSON.stringify(r.cred));
+    if (!r.uci.some((c) => c[0] === 'set' && c[2] === 'main' && c[3] === 'username' && c[4] === 'new.owner@surflare.lab'))
+      throw new Error('the username did not go to UCI main.username: ' + JSON.stringify(r.uci));
+    if (JSON.stringify(r.uci).includes('Horse') || r.data.includes('Horse') || r.uci.some((c) => /password/.test(c[3])))
+      throw new Error('the password reached UCI: ' + JSON.stringify(r.uci));
+    if (r.html.includes('Horse')) throw new Error('the password is in the page after saving');
+    if ((await p.inputValue(field('_password') + ' input')) !== '') throw new Error('the password field is filled after saving');
+    await p.waitForFunction((sel) => /stored/.test(document.querySelector(sel).textContent), field('_password_state'), { timeout: 5000 });
+    await p.screenshot({ path: path.join(opt.out, 'luci-settings.png'), fullPage: true });
     if (errors.length) throw new Error(errors.join('; '));
   });
 } finally {

@@ -11,6 +11,36 @@
 // keeps its last good config if this one fails `surflare-watchdog config check`.
 
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
+var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
+// set_credentials hands the password to the daemon, which keeps it in its
+// own 0600 file (src/credentials) and sets main.username; it answers with
+// the credentials status (never the password).
+var callSetCredentials = rpc.declare({
+	object: 'surflare', method: 'set_credentials',
+	params: [ 'username', 'password' ], expect: { '': {} }
+});
+
+// credentialState is the daemon's word on the vendor password, from the
+// `daemon.credentials` part of its status ({present, source, problem}), or
+// null when it did not say (daemon not running, or too old to tell): the
+// page then shows nothing rather than guess.
+function credentialState(reply) {
+	var c = reply && reply.daemon ? reply.daemon.credentials : reply;
+	return (c && typeof c.present === 'boolean') ? c : null;
+}
+
+// The same checks as the daemon's (credentials.ValidateUsername and
+// ValidatePassword), so a bad value is caught before the form is sent.
+function validUsername(section_id, value) {
+	if (value == null || value === '') return true;
+	return (/^[^\s@]+@[^\s@]+$/.test(value) && value.length <= 254) || _('Expecting the account e-mail, like name@example.com');
+}
+
+function validPassword(section_id, value) {
+	if (value == null || value === '') return true;
+	if (/[\r\n\0]/.test(value)) return _('The password must be one line');
+	return value.length <= 4096 || _('The password is too long');
+}
 
 function nodeNames(reply) {
 	var rows = Array.isArray(reply) ? reply : (reply && (reply.nodes || reply.candidates)) || [];
@@ -54,13 +84,15 @@ return view.extend({
 		return Promise.all([
 			uci.load('surflare'),
 			L.resolveDefault(network.getHostHints(), null),
-			L.resolveDefault(callNodes(), {})
+			L.resolveDefault(callNodes(), {}),
+			L.resolveDefault(callStatus(), null)
 		]);
 	},
 
 	render: function(data) {
 		var hosts = data[1];
 		var nodes = nodeNames(data[2]);
+		var cred = credentialState(data[3]);
 		var m, s, o;
 
 		m = new form.Map('surflare', _('Surflare'),
@@ -101,11 +133,6 @@ return view.extend({
 		o.placeholder = 'auto';
 		o.value('auto');
 
-		o = s.taboption('general', form.Value, 'username', _('Account e-mail'),
-			_('For automatic login. The password is set with <code>ubus call surflare set_credentials</code> and never shown here.'));
-		o.datatype = 'string';
-		o.rmempty = true;
-
 		o = s.taboption('general', form.Flag, 'fail_open', _('Fail open'),
 			_('Open the kill switch after repeated login failures (traffic then leaves without the tunnel). Off keeps it closed.'));
 		o.default = '0';
@@ -138,6 +165,42 @@ return view.extend({
 		o = s.taboption('network', form.DynamicList, 'endpoint', _('Extra allowed endpoints'),
 			_('Addresses the kill switch lets through while reconnecting (relays, account API).'));
 		o.datatype = 'or(ipaddr,cidr)';
+
+		// --- credentials ----------------------------------------------------------
+		// The username is UCI main.username. The password never touches UCI:
+		// it goes to the daemon over ubus (set_credentials) and is never read
+		// back; the page only says whether the daemon has one.
+		s = singleton(m, 'surflare', _('Credentials'),
+			_('The Surflare account the watchdog logs in with when the session expires.'));
+
+		o = s.option(form.Value, 'username', _('Account e-mail'));
+		o.datatype = 'string';
+		o.rmempty = true;
+		o.validate = validUsername;
+
+		if (cred) {
+			o = s.option(form.DummyValue, '_password_state', _('Stored password'));
+			o.cfgvalue = function() {
+				var t = cred.present ? _('stored') : _('not set');
+				return cred.problem ? t + ' – ' + cred.problem : t;
+			};
+		}
+
+		o = s.option(form.Value, '_password', _('New password'),
+			_('Write-only: sent to the daemon, which keeps it in a file only root can read. Leave empty to keep the stored password.'));
+		o.password = true;
+		o.rmempty = true;
+		o.validate = validPassword;
+		o.load = function() { return null; };        // never read back
+		o.cfgvalue = function() { return null; };
+		o.remove = function() {};                    // empty: keep the stored one
+		o.write = function(section_id, value) {
+			var user = this.map.lookupOption('username', section_id);
+			var name = user ? (user[0].formvalue(user[1]) || '') : (uci.get('surflare', section_id, 'username') || '');
+			return callSetCredentials(name.trim(), value).then(function(reply) {
+				cred = credentialState(reply) || cred;
+			});
+		};
 
 		// --- probes -------------------------------------------------------------
 		s = m.section(form.GridSection, 'probe', _('Probe targets'),

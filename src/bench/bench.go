@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"surflare-watchdog/src/lab"
@@ -52,6 +51,8 @@ type Options struct {
 	RepoRoot string
 	// Skip names parts not to run (see Parts).
 	Skip []string
+	// Parallel is how many labs run at once (each job brings up its own).
+	Parallel int
 	// Progress receives one line per finished step; nil = discard.
 	Progress io.Writer
 	// Log receives the labs' warnings; nil = warnings to Progress.
@@ -68,6 +69,7 @@ func DefaultOptions(quick bool) Options {
 		BaselineScenarios: slices.Clone(LatencyScenarios),
 		Soak:              30 * time.Minute, LossPct: 3, JitterMS: 100,
 		SteadyWarmup: 30 * time.Second, Steady: 10 * time.Minute,
+		Parallel:   2,
 		BinaryPath: "build/x86_64/surflare-watchdog",
 		IPKGlob:    "build/ipk/surflare-watchdog_*_x86_64.ipk",
 	}
@@ -75,6 +77,7 @@ func DefaultOptions(quick bool) Options {
 		o.Runs, o.BaselineRuns, o.DeadNodeRuns = 2, 1, 1
 		o.BaselineScenarios = []string{ScenarioNodeDown, ScenarioNodeBlackhole}
 		o.Soak, o.SteadyWarmup, o.Steady = 2*time.Minute, 10*time.Second, time.Minute
+		o.Parallel = 5
 	}
 	return o
 }
@@ -90,6 +93,9 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the benchmark needs root (it runs the lab: network namespaces, nftables)")
+	}
+	if o.Parallel < 1 {
+		o.Parallel = 1
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -111,7 +117,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	base := BaselineParams(ours)
 	r := &Result{
-		Date: start.UTC(), Quick: o.Quick, Ours: ours, Baseline: base,
+		Date: start.UTC(), Quick: o.Quick, Parallel: o.Parallel, Ours: ours, Baseline: base,
 		Machine:      DescribeMachine(ctx, o.RepoRoot),
 		FakeConnectS: Num(math.NaN()),
 		Sizes:        ReadSizes(abs(o.RepoRoot, o.BinaryPath), abs(o.RepoRoot, o.IPKGlob)),
@@ -126,110 +132,13 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	env := labEnv{binDir: binDir, log: o.Log}
-	skip := func(part string) bool { return slices.Contains(o.Skip, part) }
 
-	// Phase 1, in parallel labs (timing-insensitive figures): fake connect
-	// time, footprint and soak (ours and baseline each), leak checks.
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	goPart := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
-	goPart(func() {
-		d, err := fakeConnect(ctx, env, fakeConnectRuns)
-		mu.Lock()
-		defer mu.Unlock()
-		if err != nil {
-			r.Missing = append(r.Missing, "fake connect time: "+err.Error())
-			return
-		}
-		r.FakeConnectS = Num(d.Seconds())
-		progress(o, "fake connect: %.2f s (median of %d)", d.Seconds(), fakeConnectRuns)
-	})
-	for _, p := range []Params{ours, base} {
-		if !skip(PartFootprint) {
-			goPart(func() {
-				progress(o, "footprint %s: %s warm-up, %s window", p.Variant, o.SteadyWarmup, o.Steady)
-				f := footprint(ctx, env, p, o.SteadyWarmup, o.Steady)
-				progress(o, "footprint %s: RSS %d kB (peak %d kB), CPU %.1f s/h + children %.1f s/h, %.0f children/h %s",
-					p.Variant, f.RSSKB, f.PeakRSSKB, f.CPUSecPerHour, f.ChildCPUSecPerHour, f.ChildrenPerHour, f.Error)
-				mu.Lock()
-				r.Footprint = append(r.Footprint, f)
-				mu.Unlock()
-			})
-		}
-		if !skip(PartSoak) {
-			goPart(func() {
-				progress(o, "soak %s: %s at %d %% loss, %d ms jitter", p.Variant, o.Soak, o.LossPct, o.JitterMS)
-				s := soak(ctx, env, p, o.Soak, o.LossPct, o.JitterMS)
-				progress(o, "soak %s: %d rotations, %d connect attempts %s", p.Variant, s.Rotations, s.Reconnects, s.Error)
-				mu.Lock()
-				r.Soak = append(r.Soak, s)
-				mu.Unlock()
-			})
-		}
-	}
-	if !skip(PartLeaks) {
-		goPart(func() {
-			bootLock := filepath.Join(o.RepoRoot, BootLockRelPath)
-			checks := []func() LeakCheck{
-				func() LeakCheck { return restartLeaks(ctx, env, ours) },
-				func() LeakCheck { return restartLeaks(ctx, env, base) },
-				func() LeakCheck { return bootLeaks(ctx, env, ours, bootLock, true) },
-				func() LeakCheck { return bootLeaks(ctx, env, base, bootLock, true) },
-				func() LeakCheck { return bootLeaks(ctx, env, ours, bootLock, false) },
-			}
-			for _, check := range checks {
-				c := check()
-				progress(o, "leaks, %s (%s): %d %s", c.Name, c.Variant, c.Packets, c.Error)
-				mu.Lock()
-				r.Leaks = append(r.Leaks, c)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	jobs := plan(ctx, o, env, r, ours, base)
+	progress(o, "%d jobs, at most %d labs at once", len(jobs), o.Parallel)
+	runJobs(ctx, jobs, o.Parallel)
 	sortByVariant(r)
-
-	// Phase 2: the latency scenarios, ours and baseline as two concurrent
-	// series (each run in its own fresh lab), and the dead-nodes pair
-	// alongside (its figure is a count, not a time).
-	var rows []ScenarioRow
-	if !skip(PartScenarios) {
-		rows = make([]ScenarioRow, len(o.Scenarios))
-		for i, name := range o.Scenarios {
-			rows[i].Name = name
-		}
-		series := func(p Params, runs int, names []string, put func(i int, m *Measured)) {
-			for i, name := range o.Scenarios {
-				if !slices.Contains(names, name) {
-					continue
-				}
-				progress(o, "scenario %s (%s): %d runs", name, p.Variant, runs)
-				m := runScenario(ctx, env, registryName(name), p, runs, o.Progress)
-				s := m.Summary
-				progress(o, "scenario %s (%s): detect p50 %s p95 %s, recover p50 %s p95 %s %s", name, p.Variant,
-					fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()), m.Error)
-				put(i, m)
-			}
-		}
-		goPart(func() { series(ours, o.Runs, o.Scenarios, func(i int, m *Measured) { rows[i].Ours = m }) })
-		goPart(func() {
-			series(base, o.BaselineRuns, o.BaselineScenarios, func(i int, m *Measured) { rows[i].Baseline = m })
-		})
-	}
-	var dead *DeadNodes
-	if !skip(PartDeadNodes) {
-		dead = &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
-		without := Params{Variant: "ours without log health", Sets: append(slices.Clone(ours.Sets), "surflare.loghealth=loghealth", "surflare.loghealth.enabled=0")}
-		goPart(func() { dead.WithData = runScenario(ctx, env, ScenarioDeadNodes, ours, o.DeadNodeRuns, o.Progress) })
-		goPart(func() {
-			dead.WithoutData = runScenario(ctx, env, ScenarioDeadNodes, without, o.DeadNodeRuns, o.Progress)
-		})
-	}
-	wg.Wait()
-	r.Scenarios, r.DeadNodes = rows, dead
-	if dead != nil {
-		progress(o, "dead nodes tried: with urltest data %s, without %s", fmtNum(dead.WithData.Summary.MeanDeadNodes), fmtNum(dead.WithoutData.Summary.MeanDeadNodes))
-	}
+	// Leak slots of jobs that never ran (interrupted) are dropped.
+	r.Leaks = slices.DeleteFunc(r.Leaks, func(l LeakCheck) bool { return l.Name == "" })
 	collectMissing(r, o)
 	r.ElapsedS = elapsed(start)
 	Judge(r)

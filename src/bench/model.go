@@ -199,6 +199,8 @@ type Result struct {
 	Machine  Machine   `json:"machine"`
 	Quick    bool      `json:"quick"`
 	ElapsedS Num       `json:"elapsed_s"`
+	// Parallel is how many labs ran at once.
+	Parallel int `json:"parallel"`
 
 	Ours     Params `json:"ours"`
 	Baseline Params `json:"baseline"`

@@ -37,7 +37,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "  - %s\n", n)
 	}
 	fmt.Fprintf(&b, "- Fake connect time (median `surflare connect` in the lab): %s s\n", fmtSeconds(float64(r.FakeConnectS)))
-	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞).\n\n")
+	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞).\n")
+	if r.Parallel > 1 {
+		fmt.Fprintf(&b, "- Every measurement runs in its own fresh lab; up to %d labs ran at once on this machine.\n", r.Parallel)
+	}
+	b.WriteString("\n")
 
 	b.WriteString("## Targets (our defaults)\n\n| target | goal | measured | verdict |\n|---|---|---|---|\n")
 	for _, t := range r.Targets {

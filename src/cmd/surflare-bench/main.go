@@ -52,6 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 0, "settle time before the footprint window (default 30s, quick 10s)")
 	binPath := fs.String("bin", "", "the release binary to size (default build/x86_64/surflare-watchdog, from make build)")
 	ipk := fs.String("ipk", "", "glob of the x86_64 ipk to size (default build/ipk/surflare-watchdog_*_x86_64.ipk, from make ipk)")
+	parallel := fs.Int("parallel", 0, "labs at once (default 2, quick 5); each measurement has its own lab")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(bench.Parts, ","))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: surflare-bench [--quick] [--out DIR] [flags]   (as root)\n\n"+
@@ -74,6 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	setInt(&o.BaselineRuns, *baseRuns)
 	setInt(&o.DeadNodeRuns, *deadRuns)
 	setInt(&o.LossPct, *loss)
+	setInt(&o.Parallel, *parallel)
 	setInt(&o.JitterMS, *jitter)
 	setDur(&o.Soak, *soak)
 	setDur(&o.Steady, *steady)

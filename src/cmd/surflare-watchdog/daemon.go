@@ -39,6 +39,7 @@ type daemon struct {
 
 	fw     *fwAdapter
 	w      *watchdog.Watchdog
+	engine atomic.Pointer[watchdog.Watchdog] // w, for goroutines started before it exists
 	vendor *surflare.Client
 	prober *reloadableProber
 	probe  *probeNS
@@ -164,8 +165,8 @@ func (d *daemon) settings(c *config.Config) watchdog.Settings {
 
 // ispAddr feeds the checker's domestic-exit test.
 func (d *daemon) ispAddr() netip.Addr {
-	if d.w != nil {
-		if a := d.w.ISPAddr(); a.IsValid() {
+	if w := d.engine.Load(); w != nil {
+		if a := w.ISPAddr(); a.IsValid() {
 			return a
 		}
 	}
@@ -273,6 +274,7 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
 		return err
 	}
+	d.engine.Store(d.w)
 
 	d.goAux(auxCtx, "control socket", func(ctx context.Context) error {
 		return serveControl(ctx, runDir, d)

@@ -55,8 +55,8 @@ func (d *daemon) trigger(ctx context.Context) func(string) {
 			d.log.Info("Check requested by a detector", "reason", reason)
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if d.w != nil {
-				_ = d.w.Check(cctx)
+			if w := d.engine.Load(); w != nil {
+				_ = w.Check(cctx)
 			}
 		}()
 	}

@@ -398,6 +398,22 @@ try {
     await p.screenshot({ path: path.join(opt.out, 'luci-settings.png'), fullPage: true });
     if (errors.length) throw new Error(errors.join('; '));
   });
+  await check("settings: the password state is the daemon's own", async () => {
+    const { p, errors } = await open('settings');
+    await p.locator(field('_password') + ' input').waitFor({ timeout: 15000 });
+    const cred = await p.evaluate(() => fetch('/api/v1/status').then((r) => r.json()).then((s) => (s.daemon || {}).credentials || null));
+    const shown = p.locator(field('_password_state'));
+    if (!cred || typeof cred.present !== 'boolean') {
+      if (await shown.count()) throw new Error('a password state is shown though the daemon said nothing');
+      console.log('     the daemon does not report credentials: no state shown');
+    } else {
+      const text = (await shown.textContent()).replace(/^Stored password/, '').trim();
+      const want = cred.present ? 'stored' : 'not set';
+      if (!text.startsWith(want)) throw new Error(`shows "${text}", the daemon says ${want}`);
+      console.log(`     password state: ${text}`);
+    }
+    if (errors.length) throw new Error(errors.join('; '));
+  });
 } finally {
   await browser.close();
   server.close();

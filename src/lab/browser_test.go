@@ -32,6 +32,10 @@ const browserChromium = "/usr/bin/chromium"
 // token, live state, rotate, fault, polling, phone, no script errors.
 const browserChecks = 7
 
+// browserLuCIChecks is how many checks luci.mjs runs: status, nodes and log
+// views, three settings checks.
+const browserLuCIChecks = 6
+
 // browserFaultPattern is what a dead exit must add to the timeline: the
 // failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving
 // healthy. A row from the rotation before the fault does not count: the
@@ -159,36 +163,42 @@ func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
-	sctx, scancel := context.WithTimeout(ctx, 90*time.Second)
-	defer scancel()
-	cmd := exec.CommandContext(sctx, node, filepath.Join(root, "htdocs", "test", "browser.mjs"),
+	script := func(name string) string { return filepath.Join(root, "htdocs", "test", name) }
+
+	// The LuCI views first (they rotate too), on LuCI's own origin
+	// (http://127.0.0.1, port 80) so the daemon lets the status view's
+	// websocket in as it would on the router.
+	var luciTook time.Duration
+	if ln, err := net.Listen("tcp", "127.0.0.1:80"); err != nil {
+		t.Logf("LuCI views not run: port 80 on 127.0.0.1 is taken (%v)", err)
+	} else {
+		ln.Close()
+		var luciOut string
+		luciOut, luciTook = runScript(t, ctx, node, browserLuCIChecks, script("luci.mjs"),
+			"--api", strings.TrimSuffix(base, "/"), "--token", token, "--port", "80",
+			"--out", out, "--modules", modules)
+		if !strings.Contains(luciOut, "password state: stored") {
+			t.Error("the settings view did not show the daemon's stored password")
+		}
+	}
+
+	first, err = l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatalf("before the live view: %v\nstatus: %s", err, first.Raw)
+	}
+	output, scriptTook := runScript(t, ctx, node, browserChecks, script("browser.mjs"),
 		"--url", base, "--token", token, "--out", out, "--modules", modules,
 		"--fault-url", "http://"+hookLn.Addr().String()+"/fault",
 		"--fault-pattern", browserFaultPattern, "--timeout-ms", "15000")
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	tScript := time.Now()
-	runErr := cmd.Run()
-	scriptTook := time.Since(tScript)
-	t.Logf("browser.mjs (%s):\n%s", scriptTook.Round(time.Millisecond), buf.String())
-	if strings.Contains(buf.String(), token) {
+	if strings.Contains(output, token) {
 		t.Error("the script's output contains the token")
-	}
-
-	m := regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed$`).FindStringSubmatch(buf.String())
-	if m == nil {
-		t.Fatalf("browser.mjs gave no summary (%v)", runErr)
-	}
-	passed, _ := strconv.Atoi(m[1])
-	if m[2] != "0" || passed != browserChecks || runErr != nil {
-		t.Errorf("browser.mjs: %s passed, %s failed (want %d passed, 0 failed; exit %v)", m[1], m[2], browserChecks, runErr)
 	}
 
 	// What the page showed against what the daemon says: the rotate click
 	// moved the daemon to the node the page chose, and that is the node the
 	// fault then took down.
 	var from, to string
-	if rm := regexp.MustCompile(`(?m)^\s+rotated (.+) -> (.+)$`).FindStringSubmatch(buf.String()); rm != nil {
+	if rm := regexp.MustCompile(`(?m)^\s+rotated (.+) -> (.+)$`).FindStringSubmatch(output); rm != nil {
 		from, to = rm[1], rm[2]
 	}
 	at, hookErr := hook.result()
@@ -219,13 +229,44 @@ func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
 		}
 	}
 
-	for _, name := range []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png"} {
+	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png"}
+	if luciTook > 0 {
+		shots = append(shots, "luci-status.png", "luci-nodes.png", "luci-log.png", "luci-settings.png")
+	}
+	for _, name := range shots {
 		if err := checkPNG(filepath.Join(out, name)); err != nil {
 			t.Error(err)
 		}
 	}
-	t.Logf("lab + daemon healthy in %s, browser.mjs %s, total %s; screenshots in %s",
-		tHealthy.Round(time.Millisecond), scriptTook.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), out)
+	t.Logf("lab + daemon healthy in %s, luci.mjs %s, browser.mjs %s, total %s; screenshots in %s",
+		tHealthy.Round(time.Millisecond), luciTook.Round(time.Millisecond), scriptTook.Round(time.Millisecond),
+		time.Since(t0).Round(time.Millisecond), out)
+}
+
+// runScript runs a node test script, logs its output and fails the test
+// unless it ends with "want passed, 0 failed". It returns the output and
+// how long the script took.
+func runScript(t *testing.T, ctx context.Context, node string, want int, script string, args ...string) (string, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	name := filepath.Base(script)
+	t.Logf("%s (%s):\n%s", name, took.Round(time.Millisecond), buf.String())
+	m := regexp.MustCompile(`(?m)^(\d+) passed, (\d+) failed$`).FindStringSubmatch(buf.String())
+	if m == nil {
+		t.Errorf("%s gave no summary (%v)", name, err)
+		return buf.String(), took
+	}
+	if passed, _ := strconv.Atoi(m[1]); m[2] != "0" || passed != want || err != nil {
+		t.Errorf("%s: %s passed, %s failed (want %d passed, 0 failed; exit %v)", name, m[1], m[2], want, err)
+	}
+	return buf.String(), took
 }
 
 // checkPNG reports whether path is a non-trivial PNG file.

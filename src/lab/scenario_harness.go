@@ -372,6 +372,13 @@ func (h *Harness) finish(ctx context.Context) ScenarioRun {
 		run.FinalState = last.State
 		run.LoginAttempts = max(0, last.LoginAttempts-h.loginsAt0)
 	}
+	h.mon.mu.Lock()
+	h.Extra("status_samples", len(samples))
+	if h.mon.statusErrs > 0 {
+		h.Extra("status_errors", h.mon.statusErrs)
+		h.Extra("status_last_error", truncate(h.mon.lastStatErr, 200))
+	}
+	h.mon.mu.Unlock()
 	lc, err := h.Lab.Leaks(ctx)
 	if err != nil {
 		run.Error = "reading leak counters: " + err.Error()

@@ -15,13 +15,15 @@ import (
 
 // proxy-loop (issue 7): the proxy stops marking its own sockets, so its
 // tunnel connections are captured by its own tproxy rule and every
-// connection spawns another until the proxy runs out of descriptors. The
-// daemon's loop guard must open its circuit (block the looping
-// destination) before that. The run reports the peak in-flight TCP
-// connections in the router, the proxy's peak descriptors against its
-// limit, and when the circuit opened and closed. Run with
+// connection spawns another until the proxy runs out of descriptors (in
+// this lab: 1024 in about a quarter of a second). The daemon's loop guard
+// must cut the loop (block the looping destination) so the proxy gets its
+// descriptors back while the bug lasts (loopHold). The run reports the
+// peak in-flight TCP connections in the router, the proxy's peak
+// descriptors against its limit, how long it sat at that limit, and when
+// the circuit opened and closed. Run with
 // `--set surflare.loopguard.min_active=-1` (guard off) it shows the
-// exhaustion the guard prevents.
+// exhaustion the guard is there to prevent.
 
 // Log messages of the loop guard (src/loopguard) the scenario waits for.
 const (
@@ -33,12 +35,10 @@ const (
 	// loopSample is how often the proxy's descriptors are counted: the
 	// loop can burn a thousand in well under a second.
 	loopSample = 20 * time.Millisecond
-	// loopWatch bounds the wait for the circuit to open (or the proxy to
-	// run out of descriptors) after the injection.
-	loopWatch = 20 * time.Second
-	// loopAfter keeps the loop on this long after the circuit opened, to
-	// see that the descriptors stay bounded.
-	loopAfter = 3 * time.Second
+	// loopHold is how long the vendor bug lasts: long enough for the guard
+	// (sampling every detector.interval, 3 s) to act more than once and
+	// for looped connections to time out in the proxy (5 s).
+	loopHold = 10 * time.Second
 	// fdSlack: a proxy this close to its limit has run out (a few
 	// descriptors are the listener, the log, stdio).
 	fdSlack = 8
@@ -46,26 +46,27 @@ const (
 
 func init() {
 	RegisterScenario(ScenarioSpec{Name: ScenarioProxyLoop,
-		Summary: "the proxy stops marking its sockets and loops into itself: the loop guard must cut it before fd exhaustion",
+		Summary: "the proxy stops marking its sockets and loops into itself: the loop guard must give the proxy its descriptors back while the bug lasts",
 		Budget:  120 * time.Second, Run: proxyLoop})
 }
 
-// fdSample is the proxy's descriptor count at one moment.
+// fdSample is the busiest proxy's descriptor count at one moment; Full
+// says a proxy was at its limit.
 type fdSample struct {
-	At  time.Time
-	FDs int
+	At   time.Time
+	FDs  int
+	Full bool
 }
 
 // loopStats are the proxy-side figures sampled during proxy-loop.
 type loopStats struct {
-	mu            sync.Mutex
-	peakFDs       int
-	fdLimit       int
-	peakInFlight  int
-	exhaustedAt   time.Time
-	samples       []fdSample
-	proxiesSeen   map[int]bool
-	lastProxyPIDs []int
+	mu           sync.Mutex
+	peakFDs      int // of one proxy process
+	fdLimit      int // the lowest soft RLIMIT_NOFILE seen
+	peakInFlight int // router-wide
+	exhaustedAt  time.Time
+	samples      []fdSample
+	proxiesSeen  map[int]bool
 }
 
 func proxyLoop(ctx context.Context, h *Harness) error {
@@ -87,13 +88,10 @@ func proxyLoop(ctx context.Context, h *Harness) error {
 	if err != nil {
 		return err
 	}
-	opened := h.waitFor(ctx, loopWatch, func() bool {
-		return st.exhausted() || h.hasLog(loopOpenMsg)
-	})
-	if !opened {
-		h.Note("neither a loop-guard circuit nor fd exhaustion within %s", loopWatch)
+	h.Observe(ctx, loopHold)
+	if !h.hasLog(loopOpenMsg) {
+		h.Note("no loop-guard circuit within %s", loopHold)
 	}
-	h.Observe(ctx, loopAfter)
 	off, err := h.Inject(ctx, FaultProxyLoop, false)
 	if err != nil {
 		return err
@@ -115,10 +113,18 @@ func (h *Harness) hasLog(substr string) bool {
 	return false
 }
 
+// maxExhaustedShare is the largest share of the loop's duration the proxy
+// may spend at its descriptor limit for the loop to count as contained:
+// the guard must give the proxy its descriptors back for most of the time
+// the vendor bug lasts. Without a guard the proxy sits at its limit
+// nearly all of it.
+const maxExhaustedShare = 0.5
+
 // loopFigures turns the samples and the daemon's loop-guard log lines
 // into the run's extra figures.
 func (h *Harness) loopFigures(st *loopStats) {
 	t0 := h.T0()
+	off, _ := h.extraTime("loop_off_s")
 	st.mu.Lock()
 	h.Extra("peak_fds", st.peakFDs)
 	h.Extra("fd_limit", st.fdLimit)
@@ -129,16 +135,21 @@ func (h *Harness) loopFigures(st *loopStats) {
 		h.Extra("fd_exhausted_s", seconds3(st.exhaustedAt.Sub(t0).Seconds()))
 	}
 	h.Extra("proxy_processes", len(st.proxiesSeen))
-	off, _ := h.extraTime("loop_off_s")
-	atLimit, contained := st.exhaustion(t0, off)
+	atLimit := st.timeAtLimit(t0, off)
 	h.Extra("fd_exhausted_for_s", seconds3(atLimit.Seconds()))
+	contained := !off.IsZero() && atLimit.Seconds() <= maxExhaustedShare*off.Sub(t0).Seconds()
 	h.Extra("loop_contained", contained)
+	h.Extra("fd_timeline", st.timeline(t0, 250*time.Millisecond))
 	st.mu.Unlock()
 
 	_, _, logs, _ := h.mon.snapshot()
 	opens := 0
 	var openAt, closeAt time.Time
+	guardLog := []string{}
 	for _, l := range logs {
+		if strings.Contains(l.Text, "loopguard") || strings.Contains(l.Text, "loop guard") {
+			guardLog = append(guardLog, fmt.Sprintf("%.2fs %s", l.When().Sub(t0).Seconds(), l.Msg))
+		}
 		switch {
 		case strings.Contains(l.Text, loopOpenMsg):
 			opens++
@@ -152,6 +163,7 @@ func (h *Harness) loopFigures(st *loopStats) {
 		}
 	}
 	h.Extra("circuit_opens", opens)
+	h.Extra("guard_log", guardLog)
 	var open, closed *float64
 	if !openAt.IsZero() {
 		open = seconds3(openAt.Sub(t0).Seconds())
@@ -163,40 +175,40 @@ func (h *Harness) loopFigures(st *loopStats) {
 	h.Extra("circuit_open_s", open)
 	h.Extra("circuit_close_s", closed)
 	if exhausted {
-		h.Note("proxy ran out of descriptors")
+		h.Note("proxy at its fd limit for %.1fs of the %.1fs loop", atLimit.Seconds(), off.Sub(t0).Seconds())
 	}
 	h.RecoveredWhen(func(r ScenarioRun) bool { return r.RecoverS != nil && contained })
 }
 
-// containWindow is the stretch before the fault is switched off in which
-// the proxy must not be at its descriptor limit for the loop to count as
-// contained (cut while the vendor bug was still there).
-const containWindow = 1500 * time.Millisecond
-
-// exhaustion sums the time the proxy spent at its descriptor limit between
-// t0 and off, and says whether it stayed below the limit during the last
-// containWindow before off. Call with st.mu held.
-func (st *loopStats) exhaustion(t0, off time.Time) (atLimit time.Duration, contained bool) {
-	if off.IsZero() || st.fdLimit == 0 {
-		return 0, false
-	}
-	contained = true
-	var prev *fdSample
-	for i := range st.samples {
-		s := &st.samples[i]
+// timeAtLimit sums the time a proxy spent at its descriptor limit between
+// t0 and off. Call with st.mu held.
+func (st *loopStats) timeAtLimit(t0, off time.Time) time.Duration {
+	var d time.Duration
+	var prev time.Time
+	for _, s := range st.samples {
 		if s.At.Before(t0) || s.At.After(off) {
 			continue
 		}
-		full := s.FDs >= st.fdLimit-fdSlack
-		if full && prev != nil {
-			atLimit += s.At.Sub(prev.At)
+		if s.Full && !prev.IsZero() {
+			d += s.At.Sub(prev)
 		}
-		if full && !s.At.Before(off.Add(-containWindow)) {
-			contained = false
-		}
-		prev = s
+		prev = s.At
 	}
-	return atLimit, contained
+	return d
+}
+
+// timeline is "SECONDS:FDS" every step from t0, for people reading the
+// JSON. Call with st.mu held.
+func (st *loopStats) timeline(t0 time.Time, step time.Duration) string {
+	var tl []string
+	var last time.Time
+	for _, x := range st.samples {
+		if !x.At.Before(t0) && x.At.Sub(last) >= step {
+			tl = append(tl, fmt.Sprintf("%.2f:%d", x.At.Sub(t0).Seconds(), x.FDs))
+			last = x.At
+		}
+	}
+	return strings.Join(tl, " ")
 }
 
 // extraTime converts a recorded "…_s" figure back to a time after T0.
@@ -217,36 +229,40 @@ func (st *loopStats) exhausted() bool {
 	return !st.exhaustedAt.IsZero()
 }
 
-// sample counts the proxy's descriptors and the router's in-flight TCP
+// sample counts each proxy's descriptors (and reads its limit, which the
+// proxy lowers itself just after it starts) and the router's in-flight TCP
 // connections every loopSample until ctx ends.
 func (st *loopStats) sample(ctx context.Context, l *Lab) {
 	t := time.NewTicker(loopSample)
 	defer t.Stop()
 	for {
 		pids := l.ProcsByComm(RoleRouter, fakes.ProxyName)
-		fds := 0
+		top, full := 0, false
 		for _, pid := range pids {
-			fds += countFDs(pid)
+			n, lim := countFDs(pid), nofileLimit(pid)
+			top = max(top, n)
+			if lim > 0 {
+				st.mu.Lock()
+				if st.fdLimit == 0 || lim < st.fdLimit {
+					st.fdLimit = lim
+				}
+				st.mu.Unlock()
+				full = full || n >= lim-fdSlack
+			}
 		}
-		inflight := -1
+		inflight := 0
 		if len(pids) > 0 {
 			inflight = inFlightTCP(pids[0])
 		}
 		now := time.Now()
 		st.mu.Lock()
-		st.samples = append(st.samples, fdSample{At: now, FDs: fds})
 		for _, pid := range pids {
-			if !st.proxiesSeen[pid] {
-				st.proxiesSeen[pid] = true
-				if lim := nofileLimit(pid); lim > 0 {
-					st.fdLimit = lim
-				}
-			}
+			st.proxiesSeen[pid] = true
 		}
-		st.lastProxyPIDs = pids
-		st.peakFDs = max(st.peakFDs, fds)
+		st.samples = append(st.samples, fdSample{At: now, FDs: top, Full: full})
+		st.peakFDs = max(st.peakFDs, top)
 		st.peakInFlight = max(st.peakInFlight, inflight)
-		if st.fdLimit > 0 && fds >= st.fdLimit-fdSlack && st.exhaustedAt.IsZero() {
+		if full && st.exhaustedAt.IsZero() {
 			st.exhaustedAt = now
 		}
 		st.mu.Unlock()

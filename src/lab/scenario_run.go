@@ -80,7 +80,8 @@ func LookupScenario(name string) (ScenarioSpec, error) {
 // and handled in seconds, keeping the seed's proportions: checks every
 // 2 s (30 s), every 1 s after a failure (10 s), two failed checks before a
 // rotation (4), 10 s storm cooldown and rate-limit window (600 s each),
-// probes and connects bounded accordingly.
+// 5 s to prove a new tunnel's data plane (60 s), probes bounded
+// accordingly.
 var ScenarioBaseSets = []string{
 	"surflare.main.check_interval=2",
 	"surflare.main.degraded_interval=1",
@@ -89,7 +90,7 @@ var ScenarioBaseSets = []string{
 	"surflare.main.storm_cooldown=10",
 	"surflare.main.reconnect_window=10",
 	"surflare.main.connect_local_timeout=5",
-	"surflare.main.connect_dataplane_timeout=10",
+	"surflare.main.connect_dataplane_timeout=5",
 	"surflare.main.heartbeat_interval=0",
 }
 

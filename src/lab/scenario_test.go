@@ -305,17 +305,18 @@ func scenarioCases() []scenarioCase {
 			if open, _ := r.Extra["circuit_open_s"].(*float64); open == nil {
 				t.Errorf("the loop guard never opened its circuit")
 			}
-			if r.Extra["fd_exhausted"] == true {
-				t.Errorf("the proxy ran out of descriptors (peak %v of %v)", r.Extra["peak_fds"], r.Extra["fd_limit"])
+			if r.Extra["loop_contained"] != true {
+				t.Errorf("the proxy sat at its fd limit for %s of the %s loop (peak %v of %v): the loop guard did not contain it; guard log %q",
+					fmtExtra(r.Extra["fd_exhausted_for_s"]), loopHold, r.Extra["peak_fds"], r.Extra["fd_limit"], r.Extra["guard_log"])
 			}
 			recovers(t, r)
 		}},
 		// The guard switched off: the same loop must exhaust the proxy, or
 		// the check above could not fail.
 		{name: ScenarioProxyLoop, sets: []string{"surflare.loopguard.min_active=-1"}, check: func(t *testing.T, r ScenarioRun) {
-			if r.Extra["fd_exhausted"] != true {
-				t.Errorf("with the loop guard off the proxy kept its descriptors (peak %v of %v): the loop scenario proves nothing",
-					r.Extra["peak_fds"], r.Extra["fd_limit"])
+			if r.Extra["fd_exhausted"] != true || r.Extra["loop_contained"] != false {
+				t.Errorf("with the loop guard off the proxy kept its descriptors (at the limit for %s, peak %v of %v): the loop scenario proves nothing",
+					fmtExtra(r.Extra["fd_exhausted_for_s"]), r.Extra["peak_fds"], r.Extra["fd_limit"])
 			}
 		}},
 	}

@@ -172,6 +172,8 @@ const (
 	Met         Verdict = "MET"
 	Missed      Verdict = "MISSED"
 	NotMeasured Verdict = "NOT MEASURED"
+	// NotApplicable: nothing to judge — e.g. no run needed a detection.
+	NotApplicable Verdict = "N/A"
 )
 
 // Target is one of the targets, judged.

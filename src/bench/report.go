@@ -37,7 +37,8 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "  - %s\n", n)
 	}
 	fmt.Fprintf(&b, "- Fake connect time (median `surflare connect` in the lab): %s s\n", fmtSeconds(float64(r.FakeConnectS)))
-	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞).\n")
+	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞). " +
+		"A self-healed run (the daemon never left healthy, tried no node, and LAN traffic came back: e.g. the proxy's own relay failover) has no detection time.\n")
 	if r.Parallel > 1 {
 		fmt.Fprintf(&b, "- Every measurement runs in its own fresh lab; up to %d labs ran at once on this machine.\n", r.Parallel)
 	}
@@ -151,8 +152,15 @@ func writeScenarioLine(b *strings.Builder, label string, v Variant, m *Measured)
 	if s.Failed > 0 {
 		runs += fmt.Sprintf(" (+%d failed)", s.Failed)
 	}
+	p50, p95 := fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f())
+	if s.SelfHealed == s.Runs {
+		p50, p95 = "n/a", "n/a"
+	}
+	if s.SelfHealed > 0 {
+		runs += fmt.Sprintf(" (%d self-healed)", s.SelfHealed)
+	}
 	fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %d/%d | %s | %d |\n", label, v, runs,
-		fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()),
+		p50, p95, fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()),
 		s.Recovered, s.Runs, fmtNum(s.MeanDeadNodes), s.TotalLeaked)
 }
 

@@ -37,8 +37,14 @@ func Percentile(xs []*float64, p float64) float64 {
 // counted in Failed and left out of every figure: they say nothing about
 // the daemon's reaction to the fault.
 type Summary struct {
-	Runs          int     `json:"runs"`
-	Failed        int     `json:"failed_runs"`
+	Runs   int `json:"runs"`
+	Failed int `json:"failed_runs"`
+	// SelfHealed runs needed no detection: the daemon never left healthy,
+	// tried no node, and LAN traffic was fine again (e.g. the vendor
+	// proxy's own relay failover). They are left out of the detection
+	// percentiles — "never detected" would be wrong there — and kept in
+	// the recovery ones.
+	SelfHealed    int     `json:"self_healed_runs"`
 	Detected      int     `json:"detected_runs"`
 	Recovered     int     `json:"recovered_runs"`
 	P50DetectS    Num     `json:"p50_detect_s"`
@@ -62,7 +68,11 @@ func Summarize(runs []Run) Summary {
 			continue
 		}
 		s.Runs++
-		det = append(det, r.DetectS)
+		if selfHealed(r) {
+			s.SelfHealed++
+		} else {
+			det = append(det, r.DetectS)
+		}
 		rec = append(rec, r.RecoverS)
 		if r.DetectS != nil {
 			s.Detected++
@@ -83,6 +93,12 @@ func Summarize(runs []Run) Summary {
 		s.MeanDeadNodes = float64(dead) / float64(s.Runs)
 	}
 	return s
+}
+
+// selfHealed reports a run the daemon had nothing to do in (see
+// Summary.SelfHealed).
+func selfHealed(r Run) bool {
+	return r.DetectS == nil && r.RecoverS != nil && len(r.NodesTried) == 0
 }
 
 // Ratio is ours/baseline, or NaN when it means nothing: a figure missing on

@@ -57,7 +57,7 @@ func TestSummarize(t *testing.T) {
 	runs := []Run{
 		{DetectS: fp(1), RecoverS: fp(4), DeadNodesTried: 0, LeakedPackets: 0},
 		{DetectS: fp(2), RecoverS: nil, DeadNodesTried: 2, LeakedPackets: 3},
-		{DetectS: nil, RecoverS: fp(6), DeadNodesTried: 1, LeakedPackets: 1},
+		{DetectS: nil, RecoverS: fp(6), NodesTried: []string{"Chicago"}, DeadNodesTried: 1, LeakedPackets: 1},
 	}
 	s := Summarize(runs)
 	if s.Runs != 3 || s.Detected != 2 || s.Recovered != 2 {
@@ -71,6 +71,9 @@ func TestSummarize(t *testing.T) {
 	}
 	if s.MeanDeadNodes != 1 || s.MaxDeadNodes != 2 || s.MaxLeaked != 3 || s.TotalLeaked != 4 {
 		t.Errorf("dead mean %v max %d, leaked max %d total %d; want 1 2 3 4", s.MeanDeadNodes, s.MaxDeadNodes, s.MaxLeaked, s.TotalLeaked)
+	}
+	if s.SelfHealed != 0 || s.Failed != 0 {
+		t.Errorf("self-healed %d failed %d, want 0 0", s.SelfHealed, s.Failed)
 	}
 	z := Summarize(nil)
 	if z.Runs != 0 || !math.IsNaN(float64(z.P50DetectS)) {
@@ -102,5 +105,31 @@ func TestNumJSON(t *testing.T) {
 	var n Num
 	if err := n.UnmarshalJSON([]byte("null")); err != nil || !math.IsNaN(float64(n)) {
 		t.Errorf("null -> %v, %v; want NaN", n, err)
+	}
+}
+
+// TestSummarizeSelfHealedAndFailed: a run where the daemon did nothing and
+// traffic came back has no detection time (not "never"); a run the lab
+// could not carry out counts in no figure.
+func TestSummarizeSelfHealedAndFailed(t *testing.T) {
+	s := Summarize([]Run{
+		{DetectS: nil, RecoverS: fp(2.1)}, // relay failover inside the proxy
+		{DetectS: fp(3), RecoverS: fp(9), NodesTried: []string{"Chicago"}},
+		{DetectS: nil, RecoverS: nil, Error: "lab up: boom"}, // not carried out
+	})
+	if s.Runs != 2 || s.Failed != 1 || s.SelfHealed != 1 {
+		t.Fatalf("runs %d failed %d self-healed %d, want 2 1 1", s.Runs, s.Failed, s.SelfHealed)
+	}
+	if s.P95DetectS != 3 || s.P50DetectS != 3 {
+		t.Errorf("detect p50/p95 %v/%v, want 3/3 (self-healed run left out)", s.P50DetectS, s.P95DetectS)
+	}
+	if s.P50RecoverS != 2.1 || s.P95RecoverS != 9 || s.Recovered != 2 {
+		t.Errorf("recover p50/p95 %v/%v recovered %d, want 2.1/9 and 2", s.P50RecoverS, s.P95RecoverS, s.Recovered)
+	}
+	allHealed := Summarize([]Run{{RecoverS: fp(2)}, {RecoverS: fp(2.2)}})
+	r := &Result{Scenarios: []ScenarioRow{{Name: ScenarioRelayBlackhole, Ours: &Measured{Runs: []Run{{RecoverS: fp(2)}}, Summary: allHealed}}}}
+	Judge(r)
+	if r.Targets[0].Name != "p95 detection: relay black-hole" || r.Targets[0].Verdict != NotApplicable {
+		t.Errorf("all runs self-healed: %+v, want the detection target N/A", r.Targets[0])
 	}
 }

@@ -34,6 +34,10 @@ func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	}
 	s.APIEndpoints = c.Main.Endpoints
 	s.DNSDirect = c.DNS.DomesticUpstreams
+	// The router's own foreign DNS and DoH are marked into the tunnel
+	// (firewall/dns.go); without them they would leave through the ISP.
+	s.ForeignDNS = c.DNS.ForeignResolvers
+	s.TunnelDoH = c.DNS.DoHEndpoints
 	for _, a := range c.DNS.BlockedDoH {
 		s.BlockedDoH = append(s.BlockedDoH, netip.PrefixFrom(a, a.BitLen()))
 	}

@@ -38,9 +38,9 @@ const browserLuCIChecks = 6
 
 // browserFaultPattern is what a dead exit must add to the timeline: the
 // failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving
-// healthy. A row from the rotation before the fault does not count: the
+// healthy for degraded (or losing the node). A row from the rotation before the fault does not count: the
 // script only looks at rows added after the injection.
-const browserFaultPattern = `PROXY_BROKEN|LOCAL_FAIL|DOMESTIC_EXIT|healthy → (degraded|suspect|reconnecting)`
+const browserFaultPattern = `PROXY_BROKEN|LOCAL_FAIL|DOMESTIC_EXIT|→ (degraded|disconnected)`
 
 // browserTools finds node, chromium and playwright-core (installed by
 // scripts/setup-debian.sh into build/browser), or says what is missing.
@@ -89,9 +89,13 @@ type faultHook struct {
 }
 
 func (h *faultHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 14*time.Second)
 	defer cancel()
-	st, err := h.l.DaemonStatus(ctx)
+	// The page's rotate may still be verifying the new node: take it down
+	// only once the daemon calls it healthy, so the fault is always seen
+	// from the same state (a failed health check, not a failed connect).
+	start := time.Now()
+	st, err := h.l.WaitDaemon(ctx, 10*time.Second, DaemonState.Healthy)
 	if err == nil {
 		err = h.l.Fault(ctx, FaultNodeDown, true, st.Node)
 	}
@@ -102,7 +106,7 @@ func (h *faultHook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	fmt.Fprintf(w, "%s %s (daemon %s)", FaultNodeDown, st.Node, st.State)
+	fmt.Fprintf(w, "%s %s (daemon %s after %s)", FaultNodeDown, st.Node, st.State, time.Since(start).Round(time.Millisecond))
 }
 
 func (h *faultHook) result() (DaemonState, error) {

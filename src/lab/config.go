@@ -145,8 +145,8 @@ func labConfig(l *Lab) uciFile {
 		opt("ubus_socket", l.Path(dirRun, "ubus.sock")).
 		opt("chnroute_v4", l.Path(dirConfig, "chnroute.txt")).
 		opt("chnroute_v6", l.Path(dirConfig, "chnroute6.txt")).
-		opt("chnroute_url", "http://"+DomesticWeb.String()+"/delegated-apnic-latest").
-		opt("chnroute_refresh", "0")
+		opt("chnroute_url", "http://"+DomesticWeb.String()+ChnroutePath).
+		opt("chnroute_refresh", "0") // tests turn the refresher on with --set
 	f.section("web", "web").opt("enabled", "1").
 		opt("listen", LANRouter.String()).opt("port", fmt.Sprint(LabWebPort)).
 		opt("token_file", l.Path(dirConfig, "web.token"))
@@ -167,6 +167,11 @@ func labConfig(l *Lab) uciFile {
 	probe("lan", "proxy-path", "http://"+Search.String()+"/generate_204")
 	return f
 }
+
+// ChnroutePath is where the lab's domestic web server serves its APNIC
+// delegated-format file (lab/internet): the lab config's chnroute_url points
+// there, so a chnroute refresh never leaves the lab.
+const ChnroutePath = "/delegated-apnic-latest"
 
 // DaemonConfigPath is where the lab writes the daemon's UCI config.
 func (l *Lab) DaemonConfigPath() string { return l.Path(dirConfig, "surflare") }

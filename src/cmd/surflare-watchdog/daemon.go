@@ -281,6 +281,7 @@ func (d *daemon) run(ctx context.Context) error {
 	})
 	d.startEvents(auxCtx)
 	d.startFrontends(auxCtx, c)
+	d.startChnroute(auxCtx, c)
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()

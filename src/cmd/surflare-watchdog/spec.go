@@ -50,15 +50,21 @@ func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	if c.DNS.LocalResolverPort != 0 {
 		s.LocalResolverPort = c.DNS.LocalResolverPort
 	}
-	var err error
-	if s.CNDirect4, err = loadChnroute(c.Paths.ChnrouteV4, stderr); err != nil {
+	return withChnroute(s, c, stderr)
+}
+
+// withChnroute is s with its cn_direct sets read from c's chnroute files
+// (at startup, and again after the refresher has written new ones).
+func withChnroute(s firewall.Spec, c *config.Config, stderr io.Writer) (firewall.Spec, error) {
+	v4, err := loadChnroute(c.Paths.ChnrouteV4, stderr)
+	if err != nil {
 		return s, err
 	}
-	if s.CNDirect6, err = loadChnroute(c.Paths.ChnrouteV6, stderr); err != nil {
+	v6, err := loadChnroute(c.Paths.ChnrouteV6, stderr)
+	if err != nil {
 		return s, err
 	}
-	v4, v6 := firewall.SplitFamilies(append(s.CNDirect4, s.CNDirect6...))
-	s.CNDirect4, s.CNDirect6 = v4, v6
+	s.CNDirect4, s.CNDirect6 = firewall.SplitFamilies(append(v4, v6...))
 	return s, nil
 }
 

@@ -45,6 +45,9 @@ type Config struct {
 	AccountAPI  []netip.Addr
 	DomesticWeb []netip.Addr
 	Internet6   []netip.Addr
+	// Chnroute are the domestic prefixes the domestic web server lists at
+	// lab.ChnroutePath (APNIC delegated format, country CN).
+	Chnroute []netip.Prefix
 
 	DNSPort uint16
 	DNS     []netip.Addr // ForeignDNS and DomesticDNS: same built-in zone
@@ -80,6 +83,7 @@ func PlanConfig(labDir string) Config {
 		AccountAPI:  []netip.Addr{lab.AccountAPI},
 		DomesticWeb: []netip.Addr{lab.DomesticWeb},
 		Internet6:   []netip.Addr{lab.Internet6},
+		Chnroute:    []netip.Prefix{lab.DomesticNet},
 		DNSPort:     53,
 		DNS:         []netip.Addr{lab.ForeignDNS, lab.DomesticDNS},
 		DoHPort:     443,
@@ -168,7 +172,7 @@ func (s *Servers) startAll(ctx context.Context) error {
 		{"cdn-trace", c.CDNTrace, s.traceHandler()},
 		{"search", c.Search, s.searchHandler()},
 		{"account-api", c.AccountAPI, s.apiHandler()},
-		{"domestic-web", c.DomesticWeb, s.echoHandler()},
+		{"domestic-web", c.DomesticWeb, s.domesticHandler()},
 		{"ipv6-echo", c.Internet6, s.echoHandler()},
 	}
 	for _, svc := range httpServices {

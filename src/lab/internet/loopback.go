@@ -22,7 +22,7 @@ const (
 // (e.g. 127.77.3.0), for tests that need no root and no namespaces. Host
 // numbers: relays Tokyo .1, Singapore .2; exits .11–.16 in plan.Nodes order
 // (same names); IP echo .30, CDN trace .31, search .32, account API .40,
-// domestic web .41, DNS .50, DoH .51. The echo hosts report country "US"
+// domestic web .41 (its /32 is the chnroute it serves), DNS .50, DoH .51. The echo hosts report country "US"
 // for exit addresses and "ZZ" for anything else.
 func LoopbackConfig(base netip.Addr, faults *fakes.Watcher) Config {
 	b := base.As4()
@@ -37,6 +37,7 @@ func LoopbackConfig(base netip.Addr, faults *fakes.Watcher) Config {
 		Search:      []netip.Addr{at(32)},
 		AccountAPI:  []netip.Addr{at(40)},
 		DomesticWeb: []netip.Addr{at(41)},
+		Chnroute:    []netip.Prefix{netip.PrefixFrom(at(41), 32)},
 		DNSPort:     LoopbackDNSPort,
 		DNS:         []netip.Addr{at(50)},
 		DoHPort:     LoopbackDoHPort,

@@ -56,7 +56,7 @@ func runDemo(ctx context.Context, args []string) int {
 
 	d := &demo{l: l, daemon: daemonHasRun(ctx, l)}
 	if d.daemon {
-		if _, err := l.Start("surflare-watchdog", lab.RoleRouter, l.Path("bin", "surflare-watchdog"), "run", "--config", l.DaemonConfigPath()); err != nil {
+		if err := d.startDaemon(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
 			return exitFailure
 		}
@@ -66,7 +66,7 @@ func runDemo(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "surflare-lab demo: web UI relay: %v (try --web-port 0)\n", err)
 			return exitFailure
 		}
-		fmt.Printf("daemon running in %s (log: %s)\n", l.NSName(lab.RoleRouter), l.LogPath("surflare-watchdog"))
+		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), l.LogPath(lab.DaemonName))
 		fmt.Printf("web UI: http://%s/  (relayed into the router namespace, not routed)\n", ln.Addr())
 	} else {
 		fmt.Println("surflare-watchdog has no `run` subcommand yet: running the lab alone —")
@@ -83,6 +83,36 @@ func runDemo(ctx context.Context, args []string) int {
 	fmt.Println("Ctrl-C tears everything down.")
 	<-ctx.Done()
 	return exitOK
+}
+
+// demoDaemonStart bounds the daemon's start: up to the armed kill switch
+// it takes well under a second; a hung start should not hang the demo.
+const demoDaemonStart = 30 * time.Second
+
+// startDaemon starts the daemon and returns once it is past "starting",
+// i.e. its kill switch is armed: the client loop begins only then, so its
+// first request cannot leave the lab directly (it did when the loop raced
+// the daemon's startup).
+func (d *demo) startDaemon(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, demoDaemonStart)
+	defer cancel()
+	_, err := d.l.StartDaemon(ctx)
+	return err
+}
+
+// leakCheck prints the lab's leak counters after the client's first
+// request: with the kill switch armed first they must be zero.
+func (d *demo) leakCheck(ctx context.Context) (lab.LeakCounts, error) {
+	lc, err := d.l.Leaks(ctx)
+	switch {
+	case err != nil:
+		fmt.Printf("=== leak check at start failed: %v\n", err)
+	case lc.Total() > 0:
+		fmt.Printf("=== LEAK at start: %s (the first request left the lab outside the tunnel)\n", lc)
+	default:
+		fmt.Printf("=== leak check at start: %s\n", lc)
+	}
+	return lc, err
 }
 
 // daemonHasRun reports whether the lab's daemon binary has a `run`
@@ -105,6 +135,7 @@ func (d *demo) connectByHand(ctx context.Context) error {
 func (d *demo) clientLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	first := true
 	for {
 		fctx, cancel := context.WithTimeout(ctx, every+time.Second)
 		f := d.l.ClientFetch(fctx, 0, lab.EchoURL(0))
@@ -119,6 +150,10 @@ func (d *demo) clientLoop(ctx context.Context, every time.Duration) {
 			d.mu.Unlock()
 		}
 		fmt.Printf("%s  client 198.18.1.10 → %s\n", time.Now().Format("15:04:05"), seen)
+		if first && d.daemon {
+			d.leakCheck(ctx)
+		}
+		first = false
 		select {
 		case <-ctx.Done():
 			return

@@ -87,16 +87,30 @@ func (o *Object) method(name string) *Method {
 }
 
 // signature builds UBUS_ATTR_SIGNATURE: one table per method, in method
-// order, each argument an INT32 holding its type; arguments sorted by name
-// so the announcement is the same every time.
+// order, each argument an INT32 holding its type. `ubus -v list` prints the
+// arguments in this order, and a libubus server announces them in the order
+// its policy array declares them: so required arguments come first, in
+// Required's order, then the optional ones sorted by name (the same every
+// time; a map has no order of its own).
 func (o *Object) signature() Fields {
 	sig := make(Fields, 0, len(o.Methods))
 	for _, m := range o.Methods {
 		names := make([]string, 0, len(m.Policy))
-		for n := range m.Policy {
-			names = append(names, n)
+		required := map[string]bool{}
+		for _, n := range m.Required {
+			if !required[n] {
+				required[n] = true
+				names = append(names, n)
+			}
 		}
-		sort.Strings(names)
+		optional := make([]string, 0, len(m.Policy))
+		for n := range m.Policy {
+			if !required[n] {
+				optional = append(optional, n)
+			}
+		}
+		sort.Strings(optional)
+		names = append(names, optional...)
 		args := make(Fields, 0, len(names))
 		for _, n := range names {
 			args = append(args, Field{Name: n, Value: Int32(int32(m.Policy[n]))})

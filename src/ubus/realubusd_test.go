@@ -1,114 +1,258 @@
 package ubus
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
 
-// TestAgainstRealUbusd runs our Service and client against the real ubusd
-// when one is available: set UBUSD to its path (Debian does not package
-// ubus, so this normally skips; on an OpenWrt box or a dev machine with a
-// built ubusd it runs). It needs root because ubusd's ACLs let only root
-// (or configured users) register objects.
-func TestAgainstRealUbusd(t *testing.T) {
-	bin := os.Getenv("UBUSD")
-	if bin == "" {
-		var err error
-		if bin, err = exec.LookPath("ubusd"); err != nil {
-			t.Skip("no real ubusd: set UBUSD=/path/to/ubusd (Debian has no ubus package)")
+// The real-ubusd tests run our object server, Service and client against
+// the real ubusd and the real ubus CLI from github.com/openwrt/ubus. Debian
+// does not package them, so the tests skip unless UBUSD and UBUS_CLI name
+// the binaries (or ubusd and ubus are on PATH); README.md says how to build
+// them. They need root: ubusd lets only root (or users its ACL files name)
+// register objects.
+
+// ubusdDefaultSockDir is the directory of ubusd's compiled-in socket: it
+// creates it even when told to listen elsewhere with -s.
+const ubusdDefaultSockDir = "/var/run/ubus"
+
+// realUbus is one real ubusd on a private socket, and the real CLI.
+type realUbus struct {
+	t        *testing.T
+	ubusd    string
+	cli      string
+	sock     string
+	aclDir   string
+	mu       sync.Mutex
+	proc     *exec.Cmd
+	procDone chan struct{}
+}
+
+// needRealUbus finds the real binaries (or skips) and starts ubusd.
+func needRealUbus(t *testing.T) *realUbus {
+	t.Helper()
+	find := func(env, name string) string {
+		if p := os.Getenv(env); p != "" {
+			return p
 		}
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Skipf("no real %s: set %s=/path/to/%s (Debian has no ubus package; see src/ubus/README.md)", name, env, name)
+		}
+		return p
 	}
+	r := &realUbus{t: t, ubusd: find("UBUSD", "ubusd"), cli: find("UBUS_CLI", "ubus")}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: ubusd ACLs allow object registration by root only")
 	}
-	sock := filepath.Join(t.TempDir(), "ubus.sock")
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "-s", sock)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", bin, err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return cmd
+	dir := t.TempDir()
+	r.sock = filepath.Join(dir, "ubus.sock")
+	// An empty ACL directory: ubusd must not read the host's
+	// /usr/share/acl.d; root is allowed everything without files anyway.
+	r.aclDir = filepath.Join(dir, "acl.d")
+	if err := os.Mkdir(r.aclDir, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	waitDial := func(ctx context.Context) *Conn {
-		for {
-			c, err := Dial(ctx, sock)
-			if err == nil {
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("ubusd never answered: %v", err)
-			case <-time.After(20 * time.Millisecond): // real process start-up: a poll is the only way
-			}
+	if _, err := os.Stat(ubusdDefaultSockDir); errors.Is(err, fs.ErrNotExist) {
+		t.Cleanup(func() { os.Remove(ubusdDefaultSockDir) }) // only if still empty
+	}
+	t.Cleanup(r.stop)
+	r.start()
+	return r
+}
+
+// start runs ubusd and returns once its socket accepts connections.
+func (r *realUbus) start() {
+	r.t.Helper()
+	cmd := exec.Command(r.ubusd, "-A", r.aclDir, "-s", r.sock)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("starting %s: %v", r.ubusd, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	r.mu.Lock()
+	r.proc, r.procDone = cmd, done
+	r.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if nc, err := net.Dial("unix", r.sock); err == nil {
+			nc.Close()
+			return
+		}
+		select {
+		case <-done:
+			r.t.Fatalf("%s exited at start: %v", r.ubusd, cmd.ProcessState)
+		case <-time.After(10 * time.Millisecond): // a real process starting: polling is the only way
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s never listened on %s", r.ubusd, r.sock)
 		}
 	}
+}
+
+// stop kills ubusd (as a crash would: no goodbye to its clients).
+func (r *realUbus) stop() {
+	r.mu.Lock()
+	cmd, done := r.proc, r.procDone
+	r.proc = nil
+	r.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	<-done
+}
+
+// cliCmd builds a CLI command as a user types it: argv[0] is plain "ubus"
+// (the usage text starts with it, as in the fixtures), -s our socket.
+func (r *realUbus) cliCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, r.cli)
+	cmd.Args = append([]string{"ubus", "-s", r.sock}, args...)
+	cmd.WaitDelay = time.Second
+	return cmd
+}
+
+// run runs the CLI to its end and returns what it printed (stdout and
+// stderr in one stream, like the fixtures' *.cli.txt) and its exit status.
+func (r *realUbus) run(args ...string) (string, int) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ubusd := start()
+	var out bytes.Buffer
+	cmd := r.cliCmd(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		r.t.Fatalf("ubus %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
 
-	obj, err := SurflareObject(SurflareHandlers{
-		MethodStatus: func(context.Context, *Request) (Fields, error) {
-			return Fields{{"state", String("up")}}, nil
-		},
-		MethodRotate: func(_ context.Context, r *Request) (Fields, error) {
-			node, _ := r.String("node")
-			return Fields{{"node", String(node)}}, nil
-		},
-	})
+// transcript is a CLI run in the fixtures' *.cli.txt form, without the
+// leading `$ command` line.
+func (r *realUbus) transcript(args ...string) string {
+	r.t.Helper()
+	out, code := r.run(args...)
+	return out + exitLine("", code)
+}
+
+func exitLine(what string, code int) string {
+	if what != "" {
+		what += " "
+	}
+	return "[" + what + "exit " + strconv.Itoa(code) + "]\n"
+}
+
+// bgCLI is a CLI command left running (listen, subscribe, wait_for).
+type bgCLI struct {
+	cmd   *exec.Cmd
+	lines chan string // stdout, line by line
+	mu    sync.Mutex
+	all   strings.Builder
+	done  chan struct{}
+}
+
+// background starts the CLI and hands its output over line by line.
+func (r *realUbus) background(args ...string) *bgCLI {
+	r.t.Helper()
+	cmd := r.cliCmd(context.Background(), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	b := &bgCLI{cmd: cmd, lines: make(chan string, 256), done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		r.t.Fatalf("ubus %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		defer close(b.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			b.mu.Lock()
+			b.all.WriteString(sc.Text() + "\n")
+			b.mu.Unlock()
+			select {
+			case b.lines <- sc.Text():
+			default:
+			}
+		}
+		cmd.Wait()
+	}()
+	r.t.Cleanup(func() { cmd.Process.Signal(syscall.SIGKILL); <-b.done })
+	return b
+}
+
+// wait waits for the command's end and returns all it printed and its
+// exit status.
+func (b *bgCLI) wait(t *testing.T) (string, int) {
+	t.Helper()
+	select {
+	case <-b.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%v still running", b.cmd.Args)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.all.String(), b.cmd.ProcessState.ExitCode()
+}
+
+// goldenCLI reads a fixture transcript without its `$ command` lines and
+// with a bare `[exit N]` for the command under test.
+func goldenCLI(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir(t), name+".cli.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	connected := make(chan struct{}, 4)
-	svc := &Service{Socket: sock, Objects: []*Object{obj}, MinBackoff: 20 * time.Millisecond,
-		OnConnect: func(context.Context, *Conn) error { connected <- struct{}{}; return nil }}
-	runCtx, stop := context.WithCancel(ctx)
-	runDone := make(chan struct{})
-	go func() { svc.Run(runCtx); close(runDone) }()
-	t.Cleanup(func() { stop(); <-runDone })
-	waitDial(ctx) // ubusd is up
-	recvOrFail(t, connected, "service registration")
+	var out strings.Builder
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if !strings.HasPrefix(l, "$ ") {
+			out.WriteString(l)
+		}
+	}
+	return out.String()
+}
 
-	c := waitDial(ctx)
-	info, err := c.Lookup(ctx, ObjectName)
-	if err != nil || len(info) != 1 || len(info[0].Methods()) != len(SurflareMethods()) {
-		t.Fatalf("lookup: %+v, %v", info, err)
+// waitFor polls cond (state held by a real process, or a connection's
+// view of it) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond) // real processes: nothing to wait on but their output
 	}
-	got, err := c.Call(ctx, ObjectName, MethodRotate, map[string]any{"node": "Chicago"})
-	if err != nil || got["node"] != "Chicago" {
-		t.Fatalf("rotate: %v, %v", got, err)
-	}
-	if _, err := c.Call(ctx, ObjectName, MethodRotate, map[string]any{"node": 5}); !errors.Is(err, StatusInvalidArgument) {
-		t.Errorf("rotate with an int: %v, want invalid argument", err)
-	}
-	if _, err := c.Call(ctx, ObjectName, "nosuch", nil); !errors.Is(err, StatusMethodNotFound) {
-		t.Errorf("unknown method: %v, want method not found", err)
-	}
-	events := make(chan Event, 1)
-	if err := c.Listen(ctx, "surflare.*", func(e Event) { events <- e }); err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.SendEvent(ctx, EventState, Fields{{"state", String("up")}}); err != nil {
-		t.Fatal(err)
-	}
-	if e := recvOrFail(t, events, "event"); e.Name != EventState {
-		t.Errorf("event %q", e.Name)
-	}
+}
 
-	// ubusd restarts: the Service registers again by itself
-	ubusd.Process.Kill()
-	ubusd.Wait()
-	os.Remove(sock)
-	start()
-	recvOrFail(t, connected, "re-registration after ubusd restart")
-	c2 := waitDial(ctx)
-	if got, err := c2.Call(ctx, ObjectName, MethodStatus, nil); err != nil || got["state"] != "up" {
-		t.Fatalf("status after restart: %v, %v", got, err)
+// runService runs svc until the test ends and reports each connection.
+func runService(t *testing.T, svc *Service) <-chan *Conn {
+	t.Helper()
+	connected := make(chan *Conn, 8)
+	svc.OnConnect = func(_ context.Context, c *Conn) error { connected <- c; return nil }
+	if svc.MinBackoff == 0 {
+		svc.MinBackoff = 20 * time.Millisecond
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+	return connected
 }

@@ -119,7 +119,7 @@ func TestServiceReportsNotConnected(t *testing.T) {
 }
 
 // The surflare object announces exactly this signature (what `ubus -v list
-// surflare` shows and LuCI's ACL refers to).
+// surflare` shows and LuCI's ACL refers to), arguments in declared order.
 func TestSurflareSignature(t *testing.T) {
 	obj, err := SurflareObject(SurflareHandlers{MethodStatus: func(context.Context, *Request) (Fields, error) { return nil, nil }})
 	if err != nil {
@@ -127,8 +127,8 @@ func TestSurflareSignature(t *testing.T) {
 	}
 	got, _ := json.Marshal(obj.signature())
 	want := `{"status":{},"check":{},"rotate":{"node":3},"reconnect":{},"diag":{"enable":7},"nodes":{},` +
-		`"probe":{"node":3},"reload":{},"log":{"lines":5},"hotplug":{"action":3,"device":3,"interface":3},` +
-		`"token":{},"set_credentials":{"password":3,"username":3}}`
+		`"probe":{"node":3},"reload":{},"log":{"lines":5},"hotplug":{"action":3,"interface":3,"device":3},` +
+		`"token":{},"set_credentials":{"username":3,"password":3}}`
 	if string(got) != want {
 		t.Errorf("signature\n got %s\nwant %s", got, want)
 	}

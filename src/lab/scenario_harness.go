@@ -240,8 +240,10 @@ func (h *Harness) lastClientOK(clients []clientResult) bool {
 func (h *Harness) WaitRecovered(ctx context.Context, budget time.Duration) bool {
 	ok := h.waitFor(ctx, budget, func() bool {
 		_, _, _, clients := h.mon.snapshot()
-		_, _, ok := h.clientRecovery(clients)
-		return ok
+		at, _, ok := h.clientRecovery(clients)
+		// A request still open from before the recovery could yet fail
+		// and move the outage's start past it: wait until they are done.
+		return ok && h.mon.settledBefore(at)
 	})
 	if ok {
 		h.WaitSample(ctx, settleBudget, func(s statusSample) bool { return s.State == "healthy" })

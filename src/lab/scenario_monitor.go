@@ -87,6 +87,8 @@ type monitor struct {
 	seenTr      map[string]bool
 	logs        []logLine
 	clients     []clientResult
+	pending     map[int]time.Time // start of each client request still open
+	nextReq     int
 	statusErrs  int
 	lastStatErr string
 
@@ -95,7 +97,7 @@ type monitor struct {
 }
 
 func newMonitor(l *Lab) *monitor {
-	m := &monitor{l: l, seenTr: map[string]bool{}}
+	m := &monitor{l: l, seenTr: map[string]bool{}, pending: map[int]time.Time{}}
 	if fi, err := os.Stat(l.LogPath(DaemonName)); err == nil {
 		m.logOff = fi.Size() // only lines written from now on
 	}
@@ -274,19 +276,37 @@ func (m *monitor) pollClient(ctx context.Context) {
 
 func (m *monitor) clientOnce(ctx context.Context) {
 	start := time.Now()
+	m.mu.Lock()
+	id := m.nextReq
+	m.nextReq++
+	m.pending[id] = start
+	m.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, clientTimeout)
 	e, err := m.l.ClientEcho(rctx, m.client)
 	cancel()
-	if ctx.Err() != nil {
-		return // the run ended, not the network
-	}
 	r := clientResult{Start: start, End: time.Now(), OK: err == nil, IP: e.IP}
 	if err != nil {
 		r.Err = err.Error()
 	}
 	m.mu.Lock()
-	m.clients = append(m.clients, r)
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	delete(m.pending, id)
+	if ctx.Err() == nil { // else the run ended, not the network
+		m.clients = append(m.clients, r)
+	}
+}
+
+// settledBefore reports whether every client request started before t has
+// finished, so a verdict about them cannot change any more.
+func (m *monitor) settledBefore(t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.pending {
+		if s.Before(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // wait blocks until the samplers have ended (after their ctx is done).

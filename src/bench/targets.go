@@ -166,7 +166,7 @@ func ratios(r *Result) []RatioRow {
 	}
 	seen := map[string]bool{}
 	for _, l := range r.Leaks {
-		if !seen[l.Name] {
+		if !seen[l.Name] && !l.Control {
 			seen[l.Name] = true
 			add("leaked packets: "+l.Name, leakOf(l.Name, Ours), leakOf(l.Name, Baseline))
 		}

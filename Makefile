@@ -37,7 +37,8 @@ setup:
 	bash scripts/setup-debian.sh
 
 ## test: every test; root-only tests (namespaces, nftables, the lab) run when root.
-test:
+## The packages are built first so the package tests check what `make ipk` really makes.
+test: ipk
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz-quick

@@ -122,6 +122,9 @@ func (w *Watchdog) waitOps(d time.Duration) {
 // recorded.
 func (w *Watchdog) Check(ctx context.Context) error {
 	return w.do(ctx, func() error {
+		if w.f.probing {
+			return ErrProbing
+		}
 		if w.f.connecting {
 			return errors.New("a connect is in progress; it checks health itself")
 		}
@@ -139,6 +142,9 @@ func (w *Watchdog) Rotate(ctx context.Context, node string) error {
 	return w.do(ctx, func() error {
 		if w.f.diag {
 			return ErrDiag
+		}
+		if w.f.probing {
+			return ErrProbing
 		}
 		if node == "" {
 			next, ok := w.pickNextLocked(w.node, false)
@@ -159,6 +165,9 @@ func (w *Watchdog) Reconnect(ctx context.Context) error {
 	return w.do(ctx, func() error {
 		if w.f.diag {
 			return ErrDiag
+		}
+		if w.f.probing {
+			return ErrProbing
 		}
 		w.userConnectLocked(w.node, "reconnect requested")
 		return nil
@@ -253,7 +262,7 @@ func (w *Watchdog) WANUp(ctx context.Context) error {
 		}
 		w.f.wanDown = false
 		w.logLocked(slog.LevelInfo, "WAN up: resuming")
-		if !w.f.diag {
+		if !w.f.diag && !w.f.probing {
 			w.resumeLocked()
 		}
 		w.updateLocked("WAN up")
@@ -286,7 +295,7 @@ func (w *Watchdog) Reload(ctx context.Context, s Settings) error {
 			if s.Node != old.Node && s.Node != "" {
 				node = s.Node
 			}
-			if !w.f.diag {
+			if !w.f.diag && !w.f.probing { // a probe reconnects when it ends
 				w.userConnectLocked(node, "configuration changed")
 			}
 		}

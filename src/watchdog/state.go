@@ -15,6 +15,7 @@ const (
 	StateStopping     State = "stopping"
 	StateStopped      State = "stopped"
 	StateDiag         State = "diag"                  // tables stay, loop idles
+	StateProbing      State = "probing"               // a node probe holds the vendor (LendVendor)
 	StateFailOpen     State = "fail_open"             // kill switch dropped after auth failures
 	StateSubscription State = "subscription_inactive" // waiting out the 1 h cooldown
 	StateAuthFailed   State = "auth_failed"           // fatal login error; needs the user
@@ -31,6 +32,7 @@ const (
 type facts struct {
 	started, stopping, stopped bool
 	diag                       bool
+	probing                    bool // LendVendor: a node probe holds the vendor
 	wanDown                    bool // told by WANDown / hotplug
 	wanDownProbed              bool // the last check found the WAN itself down
 	connecting                 bool
@@ -63,6 +65,8 @@ func nextState(f facts, now time.Time) State {
 		return StateStarting
 	case f.diag:
 		return StateDiag
+	case f.probing:
+		return StateProbing
 	case f.auth.failOpen:
 		return StateFailOpen
 	case now.Before(f.auth.subscriptionUntil):

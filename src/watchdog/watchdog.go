@@ -265,8 +265,9 @@ func (w *Watchdog) nextWakeLocked() time.Time {
 	return t
 }
 
-// pausedLocked: diag mode or a WAN-down event hold probing and rotation.
-func (w *Watchdog) pausedLocked() bool { return w.f.diag || w.f.wanDown }
+// pausedLocked: diag mode, a WAN-down event or a node probe hold probing
+// and rotation.
+func (w *Watchdog) pausedLocked() bool { return w.f.diag || w.f.wanDown || w.f.probing }
 
 // due reports whether t is set and has come.
 func due(t, now time.Time) bool { return !t.IsZero() && !now.Before(t) }

@@ -29,7 +29,10 @@ type Method struct {
 
 // Handler serves one method call. Returned members go back as one DATA
 // reply (nil: no DATA, only a status); an error picks the status — a Status
-// in its chain as is, anything else UNKNOWN_ERROR.
+// in its chain as is, anything else UNKNOWN_ERROR. Members returned with an
+// error are still sent, before the status, as a libubus handler may
+// ubus_send_reply and then fail: `ubus call` prints them and then "Command
+// failed: … (<status>)", which is how a caller learns why.
 type Handler func(ctx context.Context, req *Request) (Fields, error)
 
 // Request is a method call as a handler sees it. Args have been checked
@@ -328,7 +331,7 @@ func (c *Conn) runMethod(reg *registration, m *Message) (Fields, Status) {
 	if err != nil {
 		st := statusOf(err)
 		c.log.Info("ubus call failed", "object", reg.obj.Name, "method", name, "status", st.Error(), "err", err)
-		return nil, st
+		return out, st
 	}
 	return out, StatusOK
 }
@@ -344,17 +347,20 @@ func callHandler(ctx context.Context, h Handler, req *Request) (out Fields, err 
 	return h(ctx, req)
 }
 
-// reply answers an INVOKE unless it carried NO_REPLY.
+// reply answers an INVOKE unless it carried NO_REPLY: DATA first when
+// there are members (whatever the status), then STATUS.
 func (c *Conn) reply(inv *Message, objID uint32, data Fields, st Status) {
 	if noReply, _ := inv.U32(AttrNoReply); noReply != 0 {
 		return
 	}
-	if data != nil && st == StatusOK {
+	if data != nil {
 		d := &Message{Type: MsgData, Seq: inv.Seq, Peer: inv.Peer}
 		d.add(u32Attr(AttrObjID, objID), dataAttr(AttrData, data))
 		if err := c.send(d); err != nil {
 			c.log.Warn("cannot send ubus reply", "seq", inv.Seq, "err", err)
-			st = StatusUnknownError
+			if st == StatusOK {
+				st = StatusUnknownError
+			}
 		}
 	}
 	s := &Message{Type: MsgStatus, Seq: inv.Seq, Peer: inv.Peer}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,17 +134,29 @@ func TestServerMapsHandlerOutcomes(t *testing.T) {
 		Method{Name: "bad_reply", Handler: func(context.Context, *Request) (Fields, error) {
 			return Fields{{"n", Value{Type: TypeInt8, Int: 1000}}}, nil
 		}},
+		// members with an error still go out (DATA, then the status): the
+		// CLI prints why before "Command failed"
+		Method{Name: "refuses", Handler: func(context.Context, *Request) (Fields, error) {
+			return Fields{{"error", String("diag mode is on")}}, fmt.Errorf("%w: diag mode is on", StatusNotSupported)
+		}},
 	)
 	for i, tc := range []struct {
 		method string
 		want   Status
+		data   string
 	}{
-		{"busy", StatusNoData}, {"broken", StatusUnknownError}, {"panics", StatusUnknownError},
-		{"later", StatusNotSupported}, {"quiet", StatusOK}, {"bad_reply", StatusUnknownError},
+		{"busy", StatusNoData, ""}, {"broken", StatusUnknownError, ""}, {"panics", StatusUnknownError, ""},
+		{"later", StatusNotSupported, ""}, {"quiet", StatusOK, ""}, {"bad_reply", StatusUnknownError, ""},
+		{"refuses", StatusNotSupported, `{"error":"diag mode is on"}`},
 	} {
 		data, st, ok := w.invoke(uint16(i+1), testObjID, tc.method, nil, true)
-		if !ok || st != tc.want || data != nil {
-			t.Errorf("%s: status %v data %v (replied %v), want %v and no data", tc.method, st, data, ok, tc.want)
+		got := ""
+		if data != nil {
+			b, _ := data.MarshalJSON()
+			got = string(b)
+		}
+		if !ok || st != tc.want || got != tc.data {
+			t.Errorf("%s: status %v data %s (replied %v), want %v and data %q", tc.method, st, got, ok, tc.want, tc.data)
 		}
 	}
 	// an INVOKE for an object that is not ours is NOT_FOUND, as libubus says

@@ -84,6 +84,8 @@ func TestAgainstRealUbusd(t *testing.T) {
 			return Fields{{"reloaded", Bool(true)}}, nil
 		},
 		MethodSetCredentials: record(Fields{{"stored", Bool(true)}}, nil),
+		MethodReconnect: record(Fields{{"error", String("diag mode is on; turn it off first")}},
+			fmt.Errorf("%w: diag mode is on; turn it off first", StatusNotSupported)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +132,14 @@ func TestAgainstRealUbusd(t *testing.T) {
 			t.Errorf("ubus call surflare %s: handler saw %q, want %q", strings.Join(tc.args, " "), calls, tc.call)
 		}
 	}
+
+	// A refusal with a reason: the CLI prints the reason (DATA), then the
+	// status, as it does for a libubus handler that replies and fails.
+	stdout, stderr, code := r.runSplit("call", "surflare", "reconnect")
+	if want := "{\n\t\"error\": \"diag mode is on; turn it off first\"\n}\n"; stdout != want || stderr != failed("reconnect", "Operation not supported") || code != 248 {
+		t.Errorf("reconnect refused: stdout %q stderr %q exit %d, want %q, %q, 248", stdout, stderr, code, want, failed("reconnect", "Operation not supported"))
+	}
+	log.take()
 
 	// A handler slower than the caller: the CLI gives up with TIMEOUT,
 	// our late reply is dropped by ubusd, and the next call is served.

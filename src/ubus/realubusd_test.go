@@ -143,6 +143,24 @@ func (r *realUbus) run(args ...string) (string, int) {
 	return out.String(), cmd.ProcessState.ExitCode()
 }
 
+// runSplit runs the CLI and returns stdout and stderr apart: the CLI's
+// stdout is block-buffered on a pipe, so in one stream a reply printed
+// before "Command failed" would come after it.
+func (r *realUbus) runSplit(args ...string) (stdout, stderr string, code int) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	cmd := r.cliCmd(ctx, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		r.t.Fatalf("ubus %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
 // transcript is a CLI run in the fixtures' *.cli.txt form, without the
 // leading `$ command` line.
 func (r *realUbus) transcript(args ...string) string {

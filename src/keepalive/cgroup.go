@@ -177,3 +177,26 @@ func removeCgroup(path string) error {
 	}
 	return nil
 }
+
+// InstanceCgroup is the proxy's group for one of several watchdog instances
+// on a host (labs, tests): DefaultCgroupName-<digest of instance> under the
+// cgroup2 mount this process sees, where instance is the instance's run
+// dir. Instances never share or remove each other's group, and whoever
+// made an instance (the lab) finds its group again from the same name. It
+// fails when no cgroup2 mount is visible.
+func InstanceCgroup(instance string) (string, error) {
+	mnt, err := cgroup2Mount(mountinfoPath)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(mnt, DefaultCgroupName+"-"+shortDigest(instance)), nil
+}
+
+// shortDigest is a short, stable, path-safe digest of s (32-bit FNV-1a).
+func shortDigest(s string) string {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return fmt.Sprintf("%08x", h)
+}

@@ -2,6 +2,7 @@ package keepalive
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,20 @@ func TestStatusJSONAndString(t *testing.T) {
 	var nilClamp *Clamp
 	if st := nilClamp.Status(); st.Active || st.Reason == "" || nilClamp.AddPID(1) != nil || nilClamp.Close() != nil {
 		t.Errorf("nil Clamp: status %+v, want inactive with a reason and no-op methods", st)
+	}
+}
+
+func TestInstanceCgroupIsPerInstanceAndStable(t *testing.T) {
+	a, errA := InstanceCgroup("/tmp/surflare-lab-swl1/run")
+	b, errB := InstanceCgroup("/tmp/surflare-lab-swl2/run")
+	if errA != nil || errB != nil {
+		t.Skipf("no cgroup2 mount visible: %v", errA)
+	}
+	again, _ := InstanceCgroup("/tmp/surflare-lab-swl1/run")
+	if a == b || a != again {
+		t.Errorf("instance groups: %q %q (again %q): want distinct and stable", a, b, again)
+	}
+	if filepath.Dir(a) != filepath.Dir(b) || !strings.HasPrefix(filepath.Base(a), DefaultCgroupName+"-") || len(filepath.Base(a)) != len(DefaultCgroupName)+9 {
+		t.Errorf("instance group %q: want %s-XXXXXXXX under the cgroup2 mount", a, DefaultCgroupName)
 	}
 }

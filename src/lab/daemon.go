@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"surflare-watchdog/src/keepalive"
 )
 
 // The daemon in the lab: surflare-watchdog run, started from <labdir>/bin in
@@ -94,8 +97,8 @@ func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string
 			return 0, fmt.Errorf("lab %s: the daemon is already running (pid %d)", l.Prefix, p.cmd.Process.Pid)
 		}
 	}
-	argv := append([]string{l.DaemonBinary(), "run", "--config", l.DaemonConfigPath()}, args...)
-	pid, err := l.Start(DaemonName, RoleRouter, argv...)
+	argv := append([]string{"run", "--config", l.DaemonConfigPath()}, args...)
+	pid, err := l.startLogged(DaemonName, l.daemonCommand(argv...), l.startInRouterNet)
 	if err != nil {
 		return 0, err
 	}
@@ -118,6 +121,60 @@ func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// daemonCommand is the daemon's command line. Unlike Command (`ip netns
+// exec`, which gives the program a mount namespace with a fresh /sys) it is
+// meant to be started by startInRouterNet, in the router's network
+// namespace only: the daemon keeps the host's mounts, the cgroup2 mount
+// among them, so its keepalive clamp works as on a router.
+func (l *Lab) daemonCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(l.DaemonBinary(), args...)
+	cmd.Env = append(os.Environ(), "PATH="+l.Path(dirBin)+":"+os.Getenv("PATH"))
+	// Its own process group, so a stop reaches the daemon's children too.
+	// No Pdeathsig: it would fire when the forking thread (discarded by
+	// inNS) exits.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// startInRouterNet forks cmd from a thread that has joined the router's
+// network namespace (and nothing else), so the child starts there.
+func (l *Lab) startInRouterNet(name string, cmd *exec.Cmd) (*proc, error) {
+	ns, err := l.NS(RoleRouter)
+	if err != nil {
+		return nil, err
+	}
+	var p *proc
+	err = inNS(ns, func() error {
+		var err error
+		p, err = startProc(name, cmd)
+		return err
+	})
+	return p, err
+}
+
+// DaemonCgroup is the cgroup2 group the lab's daemon puts the proxy in for
+// its keepalive clamp (keepalive.InstanceCgroup of the lab's run dir); ""
+// when no cgroup2 mount is visible.
+func (l *Lab) DaemonCgroup() string { return daemonCgroup(l.Dir) }
+
+func daemonCgroup(labDir string) string {
+	cg, err := keepalive.InstanceCgroup(filepath.Join(labDir, dirRun))
+	if err != nil {
+		return ""
+	}
+	return cg
+}
+
+// removeDaemonCgroup removes the group a daemon that did not stop cleanly
+// (SIGKILL, a crashed test) left behind; its processes are gone by then.
+func removeDaemonCgroup(labDir string) error {
+	cg := daemonCgroup(labDir)
+	if cg == "" {
+		return nil
+	}
+	return keepalive.CleanupStale(cg)
 }
 
 // daemonProc is the daemon's lab process, nil if it was never started (or

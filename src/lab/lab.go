@@ -319,6 +319,11 @@ func teardown(prefix, dir string) error {
 	names := listNamed(prefix + "-")
 	killInNamespaces(names)
 	var errs []error
+	if dir != "" {
+		if err := removeDaemonCgroup(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, n := range names {
 		if err := deleteNamed(n); err != nil {
 			errs = append(errs, err)

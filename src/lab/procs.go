@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
 	"time"
 )
@@ -14,14 +15,19 @@ import (
 // to <labdir>/log/<name>.log. The lab stops it (process group SIGTERM, then
 // SIGKILL) on Close; Stop stops it earlier. It returns the process id.
 func (l *Lab) Start(name, role string, argv ...string) (int, error) {
+	return l.startLogged(name, l.Command(role, argv...), startProc)
+}
+
+// startLogged starts cmd with start, its output going to
+// <labdir>/log/<name>.log, and keeps it in the lab's process list.
+func (l *Lab) startLogged(name string, cmd *exec.Cmd, start func(string, *exec.Cmd) (*proc, error)) (int, error) {
 	logf, err := os.OpenFile(l.Path(dirLog, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("%s log: %w", name, err)
 	}
 	defer logf.Close()
-	cmd := l.Command(role, argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	p, err := startProc(name, cmd)
+	p, err := start(name, cmd)
 	if err != nil {
 		return 0, err
 	}

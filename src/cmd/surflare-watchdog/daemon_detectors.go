@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -17,34 +15,20 @@ import (
 )
 
 // keepaliveCgroup is the proxy's cgroup: the default group on a router;
-// with a run dir other than /run (a lab, a test) one named after it, so
-// daemons on one host never share or remove each other's group.
+// with a run dir other than /run (a lab, a test) the instance's own
+// (keepalive.InstanceCgroup), so daemons on one host never share or remove
+// each other's group, and a lab finds its daemon's group to remove it.
 func keepaliveCgroup(runDir string) string {
 	if runDir == config.Default().Paths.RunDir {
 		return ""
 	}
-	mnt := ""
-	for _, m := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} { // unified, hybrid
-		if _, err := os.Stat(filepath.Join(m, "cgroup.controllers")); err == nil {
-			mnt = m
-			break
-		}
-	}
-	if mnt == "" {
-		// No cgroup2 where we can see it (`ip netns exec` mounts a fresh
-		// /sys without it): the clamp will say it is unavailable.
+	cg, err := keepalive.InstanceCgroup(runDir)
+	if err != nil {
+		// No cgroup2 where we can see it (e.g. under `ip netns exec`, which
+		// mounts a fresh /sys without it): the clamp will say so.
 		return ""
 	}
-	return filepath.Join(mnt, keepalive.DefaultCgroupName+"-"+shortID(runDir))
-}
-
-// shortID is a short, stable, path-safe digest of s.
-func shortID(s string) string {
-	var h uint32 = 2166136261
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return fmt.Sprintf("%08x", h)
+	return cg
 }
 
 // trigger asks the engine for a check now (early detector, 503 storm); it

@@ -22,7 +22,10 @@ import (
 	"surflare-watchdog/src/runfiles"
 )
 
-var log = slog.Default().With("subsystem", "storm503")
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "storm503") }
 
 // maxKept bounds the 503 times held: the count only needs to reach Count,
 // but the evidence file reports the real number, up to this.
@@ -147,11 +150,11 @@ func (m *Monitor) Record(t time.Time) {
 		return
 	}
 	if started {
-		log.Warn(fmt.Sprintf("503 storm: %d urltest 503 in %s", st.Count, m.o.Window))
+		log().Warn(fmt.Sprintf("503 storm: %d urltest 503 in %s", st.Count, m.o.Window))
 	}
 	if m.o.StateFile != "" {
 		if err := runfiles.WriteJSON(m.o.StateFile, st); err != nil {
-			log.Warn("writing 503 state", "err", err)
+			log().Warn("writing 503 state", "err", err)
 		}
 	}
 	if started && m.o.Trigger != nil {
@@ -169,7 +172,7 @@ func (m *Monitor) pruneLocked(now time.Time) {
 	}
 	m.times = m.times[i:]
 	if !m.since.IsZero() && !m.activeLocked(now) {
-		log.Info(fmt.Sprintf("503 storm over: %d urltest 503 in %s", len(m.times), m.o.Window))
+		log().Info(fmt.Sprintf("503 storm over: %d urltest 503 in %s", len(m.times), m.o.Window))
 		m.since = time.Time{}
 	}
 }

@@ -32,7 +32,10 @@ import (
 	"surflare-watchdog/src/procscan"
 )
 
-var log = slog.Default().With("subsystem", "loopguard")
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "loopguard") }
 
 // Defaults; also what MinActive 0 and Ratio <= 0 mean.
 const (
@@ -175,7 +178,7 @@ func (g *Guard) settle(ctx context.Context, inflight, topN int, top netip.AddrPo
 		first := g.st.Err == ""
 		g.st.Err = err.Error()
 		if first {
-			log.Error(fmt.Sprintf("loopguard: cannot block %s: %v", top, err))
+			log().Error(fmt.Sprintf("loopguard: cannot block %s: %v", top, err))
 		}
 		return
 	}
@@ -184,7 +187,7 @@ func (g *Guard) settle(ctx context.Context, inflight, topN int, top netip.AddrPo
 	if !st.Open {
 		g.st.Open, g.st.Dst, g.st.Since = true, top, now
 		g.st.Blocks++
-		log.Warn(fmt.Sprintf("loopguard: circuit open for %s (in-flight %d/%d, suspected proxy loop)", top, topN, inflight))
+		log().Warn(fmt.Sprintf("loopguard: circuit open for %s (in-flight %d/%d, suspected proxy loop)", top, topN, inflight))
 	}
 }
 
@@ -192,10 +195,10 @@ func (g *Guard) close(ctx context.Context, dst netip.AddrPort, inflight int) {
 	g.mu.Lock()
 	g.st.Open, g.st.Dst, g.st.Since = false, netip.AddrPort{}, time.Time{}
 	g.mu.Unlock()
-	log.Info(fmt.Sprintf("loopguard: circuit closed for %s (in-flight %d)", dst, inflight))
+	log().Info(fmt.Sprintf("loopguard: circuit closed for %s (in-flight %d)", dst, inflight))
 	if u, ok := g.o.Blocker.(Unblocker); ok {
 		if err := u.Unblock(ctx, dst); err != nil {
-			log.Warn(fmt.Sprintf("loopguard: removing %s early failed (it times out by itself): %v", dst, err))
+			log().Warn(fmt.Sprintf("loopguard: removing %s early failed (it times out by itself): %v", dst, err))
 		}
 	}
 }
@@ -242,7 +245,7 @@ func (g *Guard) CheckProxyHeadroom(pid int) (ok bool, err error) {
 	g.st.Advice = advice
 	g.mu.Unlock()
 	if !ok {
-		log.Warn(advice)
+		log().Warn(advice)
 	}
 	return ok, nil
 }

@@ -24,7 +24,10 @@ import (
 	"surflare-watchdog/src/config"
 )
 
-var log = slog.Default().With("subsystem", "loghealth")
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "loghealth") }
 
 // Clock is the time source of everything here that waits; the engine's
 // clock satisfies it.
@@ -142,11 +145,11 @@ func (m *Monitor) Run(ctx context.Context) error {
 			readProblem = ""
 		case errors.Is(err, fs.ErrNotExist):
 			if readProblem != "missing" {
-				log.Info("proxy log not there yet; waiting for it", "path", m.o.LogPath)
+				log().Info("proxy log not there yet; waiting for it", "path", m.o.LogPath)
 				readProblem = "missing"
 			}
 		case err.Error() != readProblem:
-			log.Warn("reading proxy log", "err", err)
+			log().Warn("reading proxy log", "err", err)
 			readProblem = err.Error()
 		}
 		m.mu.Lock()
@@ -156,7 +159,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 			lastWrite = now
 			err := WriteReport(m.o.OutPath, m.Report())
 			if err != nil && err.Error() != writeProblem {
-				log.Warn("writing node health", "err", err)
+				log().Warn("writing node health", "err", err)
 			}
 			writeProblem = ""
 			if err != nil {

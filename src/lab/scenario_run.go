@@ -120,14 +120,11 @@ type ScenarioOptions struct {
 // kept with its Error set; the error returned is only for a bad name,
 // bad --set or a failed build.
 func RunScenario(ctx context.Context, name string, o ScenarioOptions) (ScenarioResult, error) {
-	spec, err := LookupScenario(name)
-	if err != nil {
+	if err := CheckScenario(name, o.Set); err != nil {
 		return ScenarioResult{}, err
 	}
+	spec, _ := LookupScenario(name)
 	sets := scenarioSets(spec, o.Set)
-	if err := checkSets(sets); err != nil {
-		return ScenarioResult{}, err
-	}
 	if o.BinDir == "" {
 		dir, err := os.MkdirTemp("", "surflare-scenario-bin-")
 		if err != nil {
@@ -195,6 +192,16 @@ func scenarioSets(spec ScenarioSpec, user []string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// CheckScenario reports a bad scenario name or override before anything
+// is built (the CLI's usage errors).
+func CheckScenario(name string, set []string) error {
+	spec, err := LookupScenario(name)
+	if err != nil {
+		return err
+	}
+	return checkSets(scenarioSets(spec, set))
 }
 
 // checkSets validates the overrides before any lab is built.

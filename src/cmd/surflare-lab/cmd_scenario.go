@@ -64,7 +64,7 @@ func runScenario(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "surflare-lab scenario: --runs %d: want at least 1\n", *runs)
 		return exitUsage
 	}
-	if _, err := lab.LookupScenario(name); err != nil {
+	if err := lab.CheckScenario(name, sets); err != nil {
 		fmt.Fprintf(os.Stderr, "surflare-lab scenario: %v\n", err)
 		return exitUsage
 	}

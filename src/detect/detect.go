@@ -27,7 +27,10 @@ import (
 	"surflare-watchdog/src/config"
 )
 
-var log = slog.Default().With("subsystem", "detect")
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "detect") }
 
 // TCP states as sock_diag reports them (include/net/tcp_states.h).
 const (
@@ -201,7 +204,7 @@ func (d *Detector) Tick(ctx context.Context) {
 		d.st.Err = err.Error()
 		d.mu.Unlock()
 		if first {
-			log.Warn("early detector: sampling failed", "err", err)
+			log().Warn("early detector: sampling failed", "err", err)
 		}
 		d.checkStale(now)
 		return
@@ -224,12 +227,12 @@ func (d *Detector) Tick(ctx context.Context) {
 	d.checkStale(now)
 	if fire {
 		reason := fmt.Sprintf("EARLY_WARN_TRIGGERED: score %d >= %d (%d of %d proxy connections stalled)", total, d.o.Threshold, sick, len(conns))
-		log.Warn(reason, "score", total, "threshold", d.o.Threshold)
+		log().Warn(reason, "score", total, "threshold", d.o.Threshold)
 		if d.o.Trigger != nil {
 			d.o.Trigger(reason)
 		}
 	} else if total >= d.o.Threshold {
-		log.Debug("early detector in cooldown", "score", total)
+		log().Debug("early detector in cooldown", "score", total)
 	}
 	if d.o.OnSample != nil {
 		d.o.OnSample(ctx, now, conns)
@@ -248,9 +251,9 @@ func (d *Detector) checkStale(now time.Time) {
 	d.mu.Unlock()
 	switch {
 	case changed && stale:
-		log.Warn("early_detector_stale: no tcp_info sample", "last_sample", last, "err", errText)
+		log().Warn("early_detector_stale: no tcp_info sample", "last_sample", last, "err", errText)
 	case changed:
-		log.Info("early detector sampling again")
+		log().Info("early detector sampling again")
 	}
 }
 

@@ -57,7 +57,10 @@ func (f Family) String() string {
 	return "ipv4"
 }
 
-var log = slog.Default().With("subsystem", "route")
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "route") }
 
 // Handle talks rtnetlink and sock_diag in one network namespace.
 type Handle struct {
@@ -184,7 +187,7 @@ func (h *Handle) EnsureTunnel(ctx context.Context, fam Family) (bool, error) {
 		changed = true
 	}
 	if changed {
-		log.Info("tunnel routing installed", "family", fam.String())
+		log().Info("tunnel routing installed", "family", fam.String())
 	}
 	return changed, nil
 }
@@ -225,7 +228,7 @@ func (h *Handle) Dedupe(ctx context.Context, fam Family) (int, error) {
 		}
 		removed++
 	}
-	log.Warn("removed duplicated tunnel rules", "family", fam.String(), "removed", removed)
+	log().Warn("removed duplicated tunnel rules", "family", fam.String(), "removed", removed)
 	return removed, nil
 }
 

@@ -27,7 +27,10 @@ const (
 	newConfigMode = 0o644
 )
 
-var logger = slog.Default().With("subsystem", "credentials")
+// logger is the subsystem logger, looked up at each use: one taken at
+// package init would keep the default handler from before the program
+// installed its own (lines would lose their level and attributes).
+func logger() *slog.Logger { return slog.Default().With("subsystem", "credentials") }
 
 // ReadUsername returns main.username from a UCI config file: "" when the
 // file, the section or the option is absent. Syntax errors elsewhere in the
@@ -123,7 +126,7 @@ func editUsername(path string, data []byte, username string) ([]byte, error) {
 			return out, nil
 		}
 	}
-	logger.Warn("config file rewritten in uci's canonical form: its layout did not allow a one-line edit", "file", path)
+	logger().Warn("config file rewritten in uci's canonical form: its layout did not allow a one-line edit", "file", path)
 	return canonical, nil
 }
 

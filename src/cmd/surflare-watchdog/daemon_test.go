@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,24 +198,37 @@ func TestProbeNamespaceDialsFromTheLAN(t *testing.T) {
 	}
 }
 
-func TestRelevelRestoresLevelMessageAndAttrs(t *testing.T) {
-	var b strings.Builder
-	h := slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-		if a.Key == slog.TimeKey {
-			return slog.Attr{}
-		}
-		return a
-	}})
-	r := relevel{slog.New(h)}
-	r.Write([]byte(`WARN loopguard: min_active 1000 needs ~2000 descriptors subsystem=loopguard path="/tmp/a b"` + "\n"))
-	r.Write([]byte("INFO proxy log not there yet; waiting for it\n"))
-	got := b.String()
-	for _, want := range []string{
-		`level=WARN msg="loopguard: min_active 1000 needs ~2000 descriptors" subsystem=loopguard path="/tmp/a b"`,
-		`level=INFO msg="proxy log not there yet; waiting for it"`,
-	} {
-		if !strings.Contains(got, want) {
-			t.Errorf("missing %s in:\n%s", want, got)
-		}
+// The daemon's logger carries the subsystems' lines as lines of their own:
+// level, message, subsystem (they once came through package log as INFO
+// with all of that folded into the message).
+func TestSetupLoggingKeepsSubsystemLevels(t *testing.T) {
+	old := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(old) })
+	var b syncBuffer
+	setupLogging(&b, slog.LevelInfo)
+	m := storm503.New(storm503.Options{Count: 2})
+	m.Record(time.Now())
+	m.Record(time.Now())
+	want := `level=WARN msg="503 storm: 2 urltest 503 in 5m0s" subsystem=storm503`
+	if got := b.String(); !strings.Contains(got, want) {
+		t.Errorf("missing %s in:\n%s", want, got)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -43,6 +43,31 @@ type Scanner struct {
 	Root string
 	// Self is the pid that never matches; 0 means os.Getpid().
 	Self int
+	// NetNS, when set, limits ByName and Alive to processes in that network
+	// namespace, named as /proc/PID/ns/net reads ("net:[4026531840]"). A
+	// host running several labs has many routers (each a network namespace
+	// with its own proxy) in one pid namespace; a daemon must see only its
+	// own. InOwnNetNS sets it to the caller's.
+	NetNS string
+}
+
+// InOwnNetNS is s limited to the caller's network namespace. If that cannot
+// be read (no procfs) s is returned unchanged: on a router every process is
+// in it anyway.
+func (s Scanner) InOwnNetNS() Scanner {
+	if ns, err := os.Readlink(filepath.Join(s.root(), "self", "ns", "net")); err == nil {
+		s.NetNS = ns
+	}
+	return s
+}
+
+// inNetNS reports whether pid is in s.NetNS (always, when it is unset).
+func (s Scanner) inNetNS(pid int) bool {
+	if s.NetNS == "" {
+		return true
+	}
+	ns, err := os.Readlink(filepath.Join(s.root(), strconv.Itoa(pid), "ns", "net"))
+	return err == nil && ns == s.NetNS
 }
 
 func (s Scanner) root() string {
@@ -60,8 +85,9 @@ func (s Scanner) self() int {
 }
 
 // ByName returns the live (non-zombie) processes whose comm is name or whose
-// executable's base name is name. The kernel truncates comm to 15 bytes, so a
-// longer name is matched on its prefix and confirmed by the executable.
+// executable's base name is name (in NetNS, when set). The kernel truncates
+// comm to 15 bytes, so a longer name is matched on its prefix and confirmed
+// by the executable.
 func (s Scanner) ByName(name string) ([]Process, error) {
 	all, err := s.All()
 	if err != nil {
@@ -72,7 +98,7 @@ func (s Scanner) ByName(name string) ([]Process, error) {
 		if p.PID == s.self() || p.Zombie() {
 			continue
 		}
-		if matches(p, name) {
+		if matches(p, name) && s.inNetNS(p.PID) {
 			out = append(out, p)
 		}
 	}

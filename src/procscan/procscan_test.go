@@ -16,6 +16,13 @@ import (
 // the vendor proxy appears in /proc.
 func startNamed(t *testing.T, name string) *exec.Cmd {
 	t.Helper()
+	return startNamedIn(t, name, 0)
+}
+
+// startNamedIn is startNamed in new namespaces (clone flags, e.g.
+// CLONE_NEWNET).
+func startNamedIn(t *testing.T, name string, cloneflags uintptr) *exec.Cmd {
+	t.Helper()
 	src, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Skip("needs sleep(1)")
@@ -29,6 +36,7 @@ func startNamed(t *testing.T, name string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: cloneflags}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +195,41 @@ func TestKillStaleProxy(t *testing.T) {
 	}
 	if got, _ := (Scanner{}).Kill(os.Getpid()); len(got) != 0 {
 		t.Error("Kill signalled our own pid")
+	}
+}
+
+// Two processes by the same name, one in a network namespace of its own
+// (another lab's router): the unfiltered scan sees both, InOwnNetNS only
+// the one beside us.
+func TestInOwnNetNSSkipsOtherNamespaces(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: starts a process in a new network namespace")
+	}
+	ours := startNamed(t, testName)
+	theirs := startNamedIn(t, testName, syscall.CLONE_NEWNET)
+	all, err := Scanner{}.ByName(testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int{ours.Process.Pid, theirs.Process.Pid}
+	slices.Sort(want)
+	if got := pids(all); !slices.Equal(got, want) {
+		t.Fatalf("unfiltered ByName = %v, want both %v", got, want)
+	}
+	s := Scanner{}.InOwnNetNS()
+	if s.NetNS == "" {
+		t.Fatal("InOwnNetNS found no namespace in /proc/self/ns/net")
+	}
+	mine, err := s.ByName(testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pids(mine); !slices.Equal(got, []int{ours.Process.Pid}) {
+		t.Errorf("InOwnNetNS ByName = %v, want only %d", got, ours.Process.Pid)
+	}
+	theirs.Process.Kill()
+	theirs.Wait()
+	if alive, _ := s.Alive(testName); !alive {
+		t.Error("our own process is not alive to the filtered scanner")
 	}
 }

@@ -58,17 +58,52 @@ func toFields(v any) (ubus.Fields, error) {
 	return ubus.ParseJSON(b)
 }
 
+// argString is a string argument with surrounding blanks dropped (names
+// typed by hand); never for a password.
 func argString(req *ubus.Request, name string) string {
-	s, _ := req.Args.Map()[name].(string)
+	s, _ := req.String(name)
 	return strings.TrimSpace(s)
+}
+
+// ubusFailure answers a refused or failed call the way a libubus handler
+// that replies and then fails does: {"error": why} as DATA, which `ubus
+// call` prints, then the status, which is all LuCI and scripts look at.
+func ubusFailure(st ubus.Status, err error) (ubus.Fields, error) {
+	return ubus.Fields{{Name: "error", Value: ubus.String(err.Error())}}, fmt.Errorf("%w: %w", st, err)
+}
+
+// badArgument is an argument value the handler refuses (a node that is not
+// a candidate, an unknown hotplug action, a password that cannot be
+// stored): INVALID_ARGUMENT, as the policy check answers a wrong type.
+func badArgument(err error) (ubus.Fields, error) {
+	return ubusFailure(ubus.StatusInvalidArgument, err)
+}
+
+// commandStatus picks the status for an engine command's error. The
+// engine refuses a command in a state that does not allow it (diag mode, a
+// connect in progress, no other node): NOT_SUPPORTED, the web API's 400.
+// Not running (starting or stopping) is the daemon's problem, as is a
+// command it did not take in time.
+func commandStatus(err error) ubus.Status {
+	var st ubus.Status
+	switch {
+	case errors.As(err, &st):
+		return st
+	case errors.Is(err, context.DeadlineExceeded):
+		return ubus.StatusTimeout
+	case errors.Is(err, watchdog.ErrNotRunning), errors.Is(err, context.Canceled):
+		return ubus.StatusUnknownError
+	}
+	return ubus.StatusNotSupported
 }
 
 // ubusHandlers are the surflare object's methods. probe has no handler:
 // per-node probing is not implemented yet (ubus answers NOT_SUPPORTED).
 func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
+	// status answers an engine command with the state after it.
 	status := func(ctx context.Context, err error) (ubus.Fields, error) {
 		if err != nil {
-			return nil, err
+			return ubusFailure(commandStatus(err), err)
 		}
 		return toFields(d.status(ctx))
 	}
@@ -80,20 +115,30 @@ func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			return status(ctx, d.w.Check(ctx))
 		},
 		ubus.MethodRotate: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
-			return status(ctx, d.w.Rotate(ctx, argString(req, "node")))
+			// as the web API: a typo must not send the daemon to a node
+			// that does not exist
+			node := argString(req, "node")
+			if node != "" && !d.isCandidate(node) {
+				return badArgument(fmt.Errorf("%q is not a candidate node (ubus call surflare nodes lists them)", node))
+			}
+			return status(ctx, d.w.Rotate(ctx, node))
 		},
 		ubus.MethodReconnect: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
 			return status(ctx, d.w.Reconnect(ctx))
 		},
 		ubus.MethodDiag: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
-			on, _ := req.Args.Map()["enable"].(bool)
+			on, _ := req.Bool("enable")
 			return status(ctx, d.w.SetDiag(ctx, on))
 		},
 		ubus.MethodNodes: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
 			return toFields(map[string]any{"nodes": d.nodes()})
 		},
 		ubus.MethodReload: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
-			return status(ctx, d.w.ReloadFromSource(ctx))
+			// a config that does not load is kept out: say why
+			if err := d.w.ReloadFromSource(ctx); err != nil {
+				return ubusFailure(ubus.StatusUnknownError, err)
+			}
+			return toFields(d.status(ctx))
 		},
 		ubus.MethodLog: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
 			n := 50
@@ -103,20 +148,38 @@ func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			return toFields(map[string]any{"lines": d.logs.last(n)})
 		},
 		ubus.MethodHotplug: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
-			return status(ctx, d.hotplug(ctx, argString(req, "action"), argString(req, "interface"), argString(req, "device")))
+			action := argString(req, "action")
+			switch action {
+			case "ifup", "ifupdate", "ifdown":
+			default:
+				return badArgument(fmt.Errorf("hotplug action %q: want ifup, ifupdate or ifdown", action))
+			}
+			return status(ctx, d.hotplug(ctx, action, argString(req, "interface"), argString(req, "device")))
 		},
 		ubus.MethodToken: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
 			return toFields(map[string]any{"token": tokens.Mint(tokenTTL), "expires_in": int(tokenTTL / time.Second)})
 		},
 		ubus.MethodSetCredentials: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
+			// The password is stored as sent: blanks are part of it. An
+			// empty username keeps the configured one (Store's rule).
+			user := argString(req, "username")
+			pw, _ := req.String("password")
+			if err := credentials.ValidatePassword(pw); err != nil {
+				return badArgument(err)
+			}
+			if user != "" {
+				if err := credentials.ValidateUsername(user); err != nil {
+					return badArgument(err)
+				}
+			}
 			c := d.cfgs.Get()
-			if err := credentials.Store(ctx, d.credOpts(c), argString(req, "username"), argString(req, "password")); err != nil {
-				return nil, err
+			if err := credentials.Store(ctx, d.credOpts(c), user, pw); err != nil {
+				return ubusFailure(ubus.StatusUnknownError, err)
 			}
 			// The username lives in the config: pick it up (and clear a
 			// fatal login error, as a reload does).
 			if err := d.w.ReloadFromSource(ctx); err != nil {
-				return nil, err
+				return ubusFailure(ubus.StatusUnknownError, err)
 			}
 			return toFields(credentials.Status(d.credOpts(d.cfgs.Get())))
 		},

@@ -186,6 +186,9 @@ func (d *daemon) handle(ctx context.Context, req control.Request) (any, error) {
 	if req.Cmd == control.CmdStatus {
 		return d.status(ctx), nil
 	}
+	if data, ok, err := d.handleProbe(req); ok {
+		return data, err
+	}
 	if _, err := d.w.HandleCommand(ctx, req.Cmd, req.Args); err != nil {
 		return nil, err
 	}

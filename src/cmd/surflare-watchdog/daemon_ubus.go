@@ -228,7 +228,12 @@ func (d *daemon) nodes() []nodeRow {
 	return out
 }
 
-// publishState sends surflare.state on ubus for a transition.
+// stateNotification is the notification type `ubus subscribe surflare`
+// receives on every transition (the same members as surflare.state).
+const stateNotification = "state"
+
+// publishState sends surflare.state on ubus for a transition, and notifies
+// the surflare object's subscribers (a no-op without any).
 func (d *daemon) publishState(ctx context.Context, ev watchdog.Event) {
 	if d.ubus == nil || ev.Transition == nil {
 		return
@@ -243,5 +248,10 @@ func (d *daemon) publishState(ctx context.Context, ev watchdog.Event) {
 	defer cancel()
 	if err := d.ubus.SendEvent(sctx, ubus.EventState, f); err != nil && !errors.Is(err, ubus.ErrNotConnected) {
 		d.log.Debug("ubus event not sent", "err", err)
+	}
+	for _, obj := range d.ubus.Objects {
+		if err := d.ubus.Notify(obj, stateNotification, f); err != nil && !errors.Is(err, ubus.ErrNotConnected) {
+			d.log.Debug("ubus notification not sent", "err", err)
+		}
 	}
 }

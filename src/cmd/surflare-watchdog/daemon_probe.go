@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/control"
+	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/nodeprobe"
+	"surflare-watchdog/src/runfiles"
+)
+
+// Control commands of the node probe (issue 6 part 4). The daemon runs the
+// probe itself, in the background, with the vendor lent by the engine
+// (watchdog.LendVendor: supervision paused, kill switch armed, the
+// original node reconnected afterwards); the CLI and ubus start it and
+// poll its progress.
+const (
+	// cmdProbe starts a probe. Args: {"nodes": [NAME…]} (default: every
+	// candidate). Data: nodeprobe.JobStatus. A probe already running is an
+	// error whose data is not sent; ask cmdProbeStatus.
+	cmdProbe = "probe"
+	// cmdProbeStatus reports the running (or last) probe: nodeprobe.JobStatus.
+	cmdProbeStatus = "probe_status"
+)
+
+// probeJobs is the daemon's one background probe. A process runs one
+// daemon, so it lives with the code that uses it.
+var probeJobs nodeprobe.Jobs
+
+// handleProbe answers the probe commands; handled is false for any other.
+func (d *daemon) handleProbe(req control.Request) (data any, handled bool, err error) {
+	switch req.Cmd {
+	case cmdProbe:
+		nodes, err := nodesArg(req.Args)
+		if err != nil {
+			return nil, true, err
+		}
+		st, err := d.startProbe(nodes)
+		return st, true, err
+	case cmdProbeStatus:
+		return probeJobs.Status(), true, nil
+	}
+	return nil, false, nil
+}
+
+// nodesArg reads {"nodes": […]} (or a single {"node": NAME}).
+func nodesArg(args map[string]any) ([]string, error) {
+	var out []string
+	if v, ok := args["node"]; ok && v != nil {
+		s, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("argument \"node\" must be a string, got %T", v)
+		}
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if v, ok := args["nodes"]; ok && v != nil {
+		list, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("argument \"nodes\" must be a list of names, got %T", v)
+		}
+		for _, x := range list {
+			s, ok := x.(string)
+			if !ok || strings.TrimSpace(s) == "" {
+				return nil, fmt.Errorf("argument \"nodes\": %v is not a node name", x)
+			}
+			out = append(out, strings.TrimSpace(s))
+		}
+	}
+	return out, nil
+}
+
+// startProbe starts a background probe of nodes (every candidate when
+// empty). The probe's context is the engine's: it ends when the daemon
+// stops, not when the client that asked goes away.
+func (d *daemon) startProbe(nodes []string) (nodeprobe.JobStatus, error) {
+	c := d.cfgs.Get()
+	o, err := probeOptions(c, nodes)
+	if err != nil {
+		return nodeprobe.JobStatus{}, err
+	}
+	o.Switcher = vendorSwitcher{v: d.vendor, mode: string(c.Main.Mode), transit: c.Main.Transit,
+		flush: d.fw.FlushVendor, ready: d.localReady(c.Main.ConnectLocalTimeout)}
+	o.Kernel = nodeprobe.NetKernel{Firewall: d.fw.fw, ServerPorts: vendorServerPorts}
+	runDir := c.Paths.RunDir
+	file := nodeprobe.ResultsPath(runDir)
+	return probeJobs.Start(context.Background(), o.Nodes, file, func(ctx context.Context, progress func(nodeprobe.Progress)) (nodeprobe.Report, error) {
+		var rep nodeprobe.Report
+		err := d.w.LendVendor(ctx, func(ctx context.Context, node string) error {
+			o.Progress = progress
+			var err error
+			rep, err = nodeprobe.Run(ctx, o)
+			rep.OriginalNode = node
+			return err
+		})
+		if rep.Nodes != nil {
+			if werr := nodeprobe.WriteResults(runDir, rep); werr != nil {
+				d.log.Warn("Node probe: results not written", "err", werr)
+			}
+		}
+		if err != nil {
+			d.log.Warn("Node probe failed", "err", err)
+		}
+		return rep, err
+	})
+}
+
+// probeOptions are the probe's targets and node list from the config:
+// the L4/L7 target is the search probe (an http:// one preferred: no TLS
+// in the timing), the exit comes from an ip-echo or CDN-trace probe.
+func probeOptions(c *config.Config, nodes []string) (nodeprobe.Options, error) {
+	if len(nodes) == 0 {
+		nodes = append([]string(nil), c.Main.Candidates...)
+	}
+	if len(nodes) == 0 {
+		return nodeprobe.Options{}, errors.New("no nodes to probe: name some or set main.candidate")
+	}
+	pick := func(kinds ...config.ProbeKind) string {
+		for _, httpOnly := range []bool{true, false} {
+			for _, k := range kinds {
+				for _, p := range c.Probes {
+					if p.Kind == k && (!httpOnly || strings.HasPrefix(p.URL, "http://")) {
+						return p.URL
+					}
+				}
+			}
+		}
+		return ""
+	}
+	o := nodeprobe.Options{
+		Nodes: nodes, Transit: c.Main.Transit,
+		TTFBURL: pick(config.ProbeSearch, config.ProbeCDNTrace, config.ProbeIPEcho),
+		EchoURL: pick(config.ProbeIPEcho, config.ProbeCDNTrace),
+		Timeout: c.Main.ProbeTimeout,
+	}
+	if o.TTFBURL == "" && o.EchoURL == "" {
+		return o, errors.New("no probe targets in the config (config probe sections)")
+	}
+	nh := filepath.Join(c.Paths.RunDir, runfiles.NodeHealthFile)
+	stale := c.LogHealth.Stale
+	o.Health = func(node string) nodeprobe.Urltest {
+		s, err := loghealth.LoadNodeHealth(nh, time.Now(), stale)
+		return nodeprobe.UrltestFrom(s, err, node)
+	}
+	return o, nil
+}
+
+// vendorSwitcher moves the vendor CLI to a node: disconnect (flushing what
+// a half-failed disconnect leaves), connect, then wait until the local
+// tunnel state is up.
+type vendorSwitcher struct {
+	v interface {
+		Connect(ctx context.Context, node, mode, transit string) error
+		Disconnect(ctx context.Context) error
+	}
+	mode, transit string
+	flush         func(ctx context.Context) error // nil: nothing to flush with
+	ready         func(ctx context.Context) error // nil: connect's return is enough
+}
+
+func (s vendorSwitcher) Switch(ctx context.Context, node string) error {
+	if err := s.v.Disconnect(ctx); err != nil && s.flush != nil {
+		if ferr := s.flush(ctx); ferr != nil {
+			return fmt.Errorf("disconnect failed (%v) and its leftovers stay: %w", err, ferr)
+		}
+	}
+	if err := s.v.Connect(ctx, node, s.mode, s.transit); err != nil {
+		return err
+	}
+	if s.ready != nil {
+		return s.ready(ctx)
+	}
+	return nil
+}
+
+// localReady polls the health checker's layer 1 (proxy, tables, rules)
+// until it passes, at most timeout — connect phase 1 without phase 2.
+func (d *daemon) localReady(timeout time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for {
+			r := d.prober.Local(ctx)
+			if r.Outcome == health.OK {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("local tunnel state not up within %s: %s", timeout, r.Reason)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}

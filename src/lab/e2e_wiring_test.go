@@ -268,3 +268,31 @@ func keepaliveOf(fd int) (sockKeepalive, bool) {
 	s.on, s.idle, s.intvl, s.cnt = on == 1, idle, intvl, cnt
 	return s, true
 }
+
+// Two labs on one host share the pid namespace: a daemon starting in one
+// (its crash cleanup kills any stale proxy by name) must not touch the
+// proxy of the other.
+func TestDaemonLeavesAnotherLabsProxyAlone(t *testing.T) {
+	a := upDaemon(t)
+	ctx := context.Background()
+	if _, err := a.WaitDaemon(ctx, 30*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	proxyA := a.ProcsByComm(RoleRouter, fakes.ProxyName)
+	if len(proxyA) != 1 {
+		t.Fatalf("lab A proxies: %v", proxyA)
+	}
+	b := upDaemon(t)
+	if _, err := b.WaitDaemon(ctx, 30*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ProcsByComm(RoleRouter, fakes.ProxyName); !slices.Equal(got, proxyA) {
+		t.Errorf("lab A's proxy %v after lab B's daemon started: %v", proxyA, got)
+	}
+	if strings.Contains(b.DaemonLog(), fmt.Sprintf("Killed stale proxy processes [%d]", proxyA[0])) {
+		t.Errorf("lab B's daemon killed lab A's proxy:\n%s", tail(b.DaemonLog(), 20))
+	}
+	if name, err := exitOf(ctx, a); err != nil || name != "Dallas" {
+		t.Errorf("lab A's client after lab B started: %q %v", name, err)
+	}
+}

@@ -244,17 +244,19 @@ func (d *daemon) run(ctx context.Context) error {
 	}
 	defer d.stopSignals()
 
-	// ProxyName and ProxyPort stay empty: the engine's by-name kill sees
-	// every namespace's processes; the daemon's own first step does not.
-	hooks := watchdog.CleanupHooks{
+	// The stale-proxy step finds the proxy by name in our network
+	// namespace only (d.procs.scan), so a lab's daemon never kills another
+	// lab's proxy; a listener on the port is ours by construction
+	// (/proc/net/tcp is per namespace).
+	steps := watchdog.CrashCleanup(watchdog.CleanupHooks{
+		Procs:            d.procs.scan,
+		ProxyName:        c.Vendor.ProxyComm,
+		ProxyPort:        int(c.Vendor.ProxyPort),
 		RunDir:           runDir,
 		OrphanedTrace:    func(ctx context.Context) error { return d.fw.fw.TraceStop(ctx) },
 		FlushVendor:      d.fw.FlushVendor,
 		StaleFwmarkRules: dedupeTunnelRules,
-	}
-	steps := append([]watchdog.Step{{Name: "stale proxy holding the proxy port",
-		Run: d.procs.killStaleProxy(c.Vendor.ProxyComm, int(c.Vendor.ProxyPort))}},
-		watchdog.CrashCleanup(hooks)...)
+	})
 	deps := watchdog.Deps{
 		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,
 		ConnKiller: &connKiller{lanIf: c.Main.LANInterface, procs: d.procs, comm: c.Vendor.ProxyComm, log: d.log},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,8 @@ func (u *labUbus) waitOutput(what string, cond func() bool) {
 	}
 }
 
-// listener is `ubus listen surflare.state` left running.
+// listener is `ubus listen surflare.state` or `ubus subscribe surflare`
+// left running, collecting the members of what it prints.
 type listener struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
@@ -121,10 +123,13 @@ type listener struct {
 	done   chan struct{}
 }
 
-func (u *labUbus) listen() *listener {
+func (u *labUbus) listen() *listener { return u.watch("surflare.state", "listen", "surflare.state") }
+
+// watch runs `ubus args...` and collects the members printed under key.
+func (u *labUbus) watch(key string, args ...string) *listener {
 	u.t.Helper()
 	ls := &listener{done: make(chan struct{})}
-	ls.cmd = u.cmd(context.Background(), "listen", "surflare.state")
+	ls.cmd = u.cmd(context.Background(), args...)
 	out, err := ls.cmd.StdoutPipe()
 	if err != nil {
 		u.t.Fatal(err)
@@ -138,11 +143,11 @@ func (u *labUbus) listen() *listener {
 		for sc.Scan() {
 			var ev map[string]map[string]any
 			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				u.t.Errorf("ubus listen printed %q: %v", sc.Text(), err)
+				u.t.Errorf("ubus %s printed %q: %v", args[0], sc.Text(), err)
 				continue
 			}
 			ls.mu.Lock()
-			ls.events = append(ls.events, ev["surflare.state"])
+			ls.events = append(ls.events, ev[key])
 			ls.mu.Unlock()
 		}
 		ls.cmd.Wait()
@@ -202,6 +207,7 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 	}
 	healthy("")
 	u.waitOutput("surflare on ubus", func() bool { out, _ := u.run("list", "surflare"); return out == "surflare\n" })
+	notes := u.watch("state", "subscribe", "surflare")
 
 	out, code := u.run("-v", "list", "surflare")
 	if got := labObjectIDs.ReplaceAllString(out, "@ID\n"); got != surflareListing || code != 0 {
@@ -230,7 +236,6 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 	u.expectFailure([]string{"rotate", `{"node":"Nowhere"}`}, 254, "is not a candidate node")
 	u.expectFailure([]string{"rotate", `{"node":5}`}, 254, "")
 	u.expectFailure([]string{"nosuch"}, 253, "")
-	u.expectFailure([]string{"probe"}, 248, "")
 	if ds, _ := l.DaemonStatus(ctx); ds.Node != "Chicago" {
 		t.Errorf("refused rotations moved the daemon to %q", ds.Node)
 	}
@@ -280,7 +285,13 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 		return false
 	})
 	l.Fault(ctx, lab.FaultNodeBlackhole, false, "Chicago")
-	checkEventChain(t, events.seen())
+	evs := events.seen()
+	checkEventChain(t, evs)
+	// subscribers got the same, from their start on
+	ns := notes.seen()
+	if len(ns) == 0 || len(ns) > len(evs) || fmt.Sprint(ns) != fmt.Sprint(evs[len(evs)-len(ns):]) {
+		t.Errorf("ubus subscribe surflare got %d notifications:\n%v\nwant the last of the events:\n%v", len(ns), ns, evs)
+	}
 
 	// reload, then credentials last (a new password would fail the fake
 	// vendor's next login): blanks in a password are kept.

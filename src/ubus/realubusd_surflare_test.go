@@ -133,6 +133,28 @@ func TestAgainstRealUbusd(t *testing.T) {
 		}
 	}
 
+	// LuCI polling, the hotplug script and a user at once: many callers in
+	// parallel all get their own answer.
+	var wg sync.WaitGroup
+	results := make(chan string, 32)
+	for i := range cap(results) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := fmt.Sprintf("N%02d", i)
+			results <- r.transcript("call", "surflare", "rotate", `{"node":"`+node+`"}`) + node
+		}()
+	}
+	wg.Wait()
+	close(results)
+	for res := range results {
+		node := res[len(res)-3:]
+		if want := "\t\"node\": \"" + node + "\",\n"; !strings.Contains(res, want) || !strings.Contains(res, "[exit 0]") {
+			t.Errorf("parallel rotate %s: %q", node, res)
+		}
+	}
+	log.take()
+
 	// A refusal with a reason: the CLI prints the reason (DATA), then the
 	// status, as it does for a libubus handler that replies and fails.
 	stdout, stderr, code := r.runSplit("call", "surflare", "reconnect")

@@ -70,9 +70,11 @@ demo:
 	$(GO) build -o $(BUILD)/surflare-lab ./src/cmd/surflare-lab
 	$(BUILD)/surflare-lab demo $(DEMO_ARGS)
 
-## bench: detection/recovery/leak/footprint benchmark on the lab (QUICK=1 for the short version).
-bench:
-	@echo "make bench: not built yet (issue: Benchmark)"; exit 1
+## bench: detection/recovery/leak/footprint benchmark on the lab, ours against the seed's
+## parameters (QUICK=1: the short version CI runs; BENCH_ARGS: see surflare-bench --help).
+## Writes bench/out/results.md, results.json and latency.svg; needs root.
+bench: ipk
+	$(GO) run ./src/cmd/surflare-bench --out bench/out --bin $(BIN) --ipk '$(BUILD)/ipk/surflare-watchdog_*_$(PKGARCH).ipk' $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 ## ipk: OpenWrt packages for ARCH without an SDK (PKGARCH names the opkg architecture,
 ## e.g. aarch64_cortex-a53; by default the generic one for ARCH).

@@ -69,6 +69,9 @@ func TestAgainstRealUbusd(t *testing.T) {
 			{"uptime", Int64(5000000000)}, {"loss", Double(0.25)}, {"last_error", Value{Type: TypeUnspec}}}, nil),
 		MethodRotate: func(_ context.Context, req *Request) (Fields, error) {
 			log.add(req.Method, req.Args)
+			if req.User != "root" || req.Group != "root" || req.Caller == 0 {
+				t.Errorf("ubusd's caller identity: user %q group %q client %08x, want root/root", req.User, req.Group, req.Caller)
+			}
 			node, _ := req.String("node")
 			return Fields{{"previous", String("Dallas")}, {"node", String(node)}, {"rotated", Bool(true)}}, nil
 		},

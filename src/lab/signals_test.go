@@ -108,7 +108,6 @@ func TestEarlyDetectorCatchesBlackholedRelay(t *testing.T) {
 		t.Fatalf("bulk upload moved only %d bytes in 5 s", sent.Load())
 	}
 	checks := st.Counters.Checks
-	lastCheck := time.Now() // at most; the connect's own check was before
 	t0 := time.Now()
 	if err := l.Fault(ctx, FaultRelayBlackhole, true); err != nil {
 		t.Fatal(err)
@@ -134,9 +133,8 @@ func TestEarlyDetectorCatchesBlackholedRelay(t *testing.T) {
 	if st.Counters.Checks <= checks {
 		t.Errorf("no check ran after the early warning (checks %d -> %d)", checks, st.Counters.Checks)
 	}
-	nextPeriodic := lastCheck.Add(60 * time.Second).Sub(t0)
-	t.Logf("relay black-hole under load: EARLY_WARN_TRIGGERED after %s, state %s after %s (next periodic check was ≥ %s away)",
-		warnAt.Round(time.Millisecond), st.State, left.Round(time.Millisecond), nextPeriodic.Round(time.Second))
+	t.Logf("relay black-hole under load: EARLY_WARN_TRIGGERED after %s, state %s after %s (periodic checks every 60 s)",
+		warnAt.Round(time.Millisecond), st.State, left.Round(time.Millisecond))
 	if left > 30*time.Second {
 		t.Errorf("left healthy only after %s: not well before the 60 s periodic check", left)
 	}
@@ -257,6 +255,38 @@ func TestStorm503TriggersOverride(t *testing.T) {
 	t.Logf("503 on %s: storm seen after %s, override after %s: %s", node, storm.Round(time.Millisecond), override.Round(time.Millisecond), strings.TrimSpace(line))
 	if !strings.Contains(log[i:], "Reconnecting to") && !strings.Contains(log[i:], "Node rotation") {
 		t.Errorf("neither a reconnect nor a rotation follows the override")
+	}
+	if !strings.Contains(line, "override on "+node) {
+		t.Logf("NOTE: the override hit another node than the 503-ing %s (see TestStorm503OverrideSparesOtherNodes)", node)
+	}
+}
+
+// The override is about the exit in use: 503s that the proxy's urltest
+// sees on another node must not veto healthy checks of the current one.
+// Today the daemon feeds every urltest 503 of every NODE via TRANSIT pair
+// to the monitor (daemon_detectors.go, OnLine), so once the probes have
+// rotated away from a 503-ing node the storm keeps reconnecting the
+// healthy node it rotated to (seen: "G2: 503 storm override on Los
+// Angeles" 0.2 s after the rotation away from a 503-ing Dallas).
+func TestStorm503OverrideSparesOtherNodes(t *testing.T) {
+	t.Skip("known defect: the 503 monitor counts urltest 503s of every node, not only the current one (daemon_detectors.go OnLine); remove this skip with the fix")
+	l := upDaemon(t, "surflare.storm503=storm503", "surflare.storm503.count=3")
+	ctx := context.Background()
+	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := st.Node
+	if err := l.Fault(ctx, Fault503, true, bad); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = l.WaitDaemon(ctx, 20*time.Second, func(s DaemonState) bool { return s.Healthy() && s.Node != bad }); err != nil {
+		t.Fatalf("no rotation away from the 503-ing %s: %v", bad, err)
+	}
+	time.Sleep(12 * time.Second) // two more urltest rounds of 503s from the old node
+	log := l.DaemonLog()
+	if i := strings.Index(log, "G2: 503 storm override on "+st.Node); i >= 0 {
+		t.Errorf("the healthy %s was overridden for %s's 503s: %.160s", st.Node, bad, log[i:])
 	}
 }
 

@@ -143,6 +143,9 @@ type Main struct {
 	Username     string // account e-mail for login (the password lives elsewhere)
 	LANInterface string // router LAN bridge
 	WANDevice    string // "" = detect from the default route
+	// WANInterfaces are the logical netifd interfaces (hotplug INTERFACE)
+	// that are the uplink: their ifdown/ifup pause and resume supervision.
+	WANInterfaces []string
 
 	LANSubnets []netip.Prefix // "" = taken from the LAN interface
 	Private    []netip.Prefix // never proxied, never blocked
@@ -295,6 +298,7 @@ func Default() *Config {
 			ExpectedCountry:         "US",
 			DomesticCountry:         "CN",
 			LANInterface:            "br-lan",
+			WANInterfaces:           []string{"wan", "wan6"},
 			Private: mustPrefixes(
 				"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
 				"172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",

@@ -81,6 +81,7 @@ func (m *Main) options() []option {
 		str("username", &m.Username, nil),
 		str("lan_interface", &m.LANInterface, ifName),
 		str("wan_device", &m.WANDevice, optionalIfName),
+		texts("wan_interface", &m.WANInterfaces, false),
 		prefixList("lan_subnet", &m.LANSubnets),
 		prefixList("private", &m.Private),
 		prefixList("endpoint", &m.Endpoints),

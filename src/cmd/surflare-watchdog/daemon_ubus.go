@@ -191,7 +191,7 @@ func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 // (fw4 rebuilds on interface events) and checks at once.
 func (d *daemon) hotplug(ctx context.Context, action, iface, device string) error {
 	wan := d.wan()
-	if iface != "wan" && iface != "wan6" && (device == "" || device != wan.Device) {
+	if !isWANInterface(d.cfgs.Get().Main.WANInterfaces, iface) && (device == "" || device != wan.Device) {
 		return nil // not our uplink
 	}
 	switch action {
@@ -254,4 +254,18 @@ func (d *daemon) publishState(ctx context.Context, ev watchdog.Event) {
 			d.log.Debug("ubus notification not sent", "err", err)
 		}
 	}
+}
+
+// isWANInterface reports whether iface is one of the configured uplinks
+// (`list wan_interface`; an item may also hold several space-separated
+// names, as the shell hooks accept).
+func isWANInterface(wans []string, iface string) bool {
+	for _, item := range wans {
+		for _, name := range strings.Fields(item) {
+			if name == iface {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package nodeprobe
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -97,6 +98,8 @@ type target struct {
 	host string // Host header
 	addr string // host:port to dial
 	path string
+	tls  bool   // https: the cold request includes the TLS handshake
+	name string // TLS server name
 }
 
 func parseTarget(raw string) (target, error) {
@@ -104,15 +107,23 @@ func parseTarget(raw string) (target, error) {
 	if err != nil || u.Host == "" {
 		return target{}, fmt.Errorf("probe URL %q: not an absolute URL", raw)
 	}
-	if u.Scheme != "http" {
-		return target{}, fmt.Errorf("probe URL %q: only http:// can be timed (TLS would add its own round trips)", raw)
-	}
+	t := target{host: u.Host, path: u.RequestURI(), name: u.Hostname()}
 	port := u.Port()
-	if port == "" {
-		port = "80"
+	switch u.Scheme {
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	case "https":
+		t.tls = true
+		if port == "" {
+			port = "443"
+		}
+	default:
+		return target{}, fmt.Errorf("probe URL %q: want http:// or https://", raw)
 	}
-	path := u.RequestURI()
-	return target{host: u.Host, addr: net.JoinHostPort(u.Hostname(), port), path: path}, nil
+	t.addr = net.JoinHostPort(u.Hostname(), port)
+	return t, nil
 }
 
 // sample is one connection's two timed requests.
@@ -135,6 +146,13 @@ func (t target) sample(ctx context.Context, o *Options, during func()) (sample, 
 	defer c.Close()
 	stop := context.AfterFunc(cctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if t.tls {
+		tc := tls.Client(c, &tls.Config{ServerName: t.name})
+		if err := tc.HandshakeContext(cctx); err != nil {
+			return sample{}, fmt.Errorf("TLS with %s: %w", t.name, err)
+		}
+		c = tc
+	}
 	br := bufio.NewReader(c)
 	var s sample
 	var closing bool

@@ -22,8 +22,9 @@
 // the other and times the first byte of each answer: L7 is the second
 // (warm) request's time to first byte — one round trip through the open
 // tunnel plus the server — and L4 is how much longer the first (cold)
-// request took: the tunnel set-up. ColdTTFB is the first request's time as
-// a browser would feel it.
+// request took: the tunnel set-up (with an https:// target, the TLS
+// handshake's round trips too). ColdTTFB is the first request's time as a
+// browser would feel it.
 package nodeprobe
 
 import (
@@ -37,11 +38,12 @@ import (
 	"time"
 
 	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/runfiles"
 )
 
 // ResultsFile is the results file's name inside the run dir (the vendor
 // contract's /run/surflare_probe_results.json).
-const ResultsFile = "surflare_probe_results.json"
+const ResultsFile = runfiles.ProbeResultsFile
 
 // Defaults for Options left zero.
 const (

@@ -228,8 +228,11 @@ func TestOptionsErrors(t *testing.T) {
 			t.Errorf("Run(%+v) accepted bad options", o)
 		}
 	}
-	if _, err := parseTarget("https://198.18.30.21/"); err == nil || !strings.Contains(err.Error(), "only http://") {
-		t.Errorf("https target: %v", err)
+	if _, err := parseTarget("ftp://198.18.30.21/"); err == nil || !strings.Contains(err.Error(), "want http:// or https://") {
+		t.Errorf("ftp target: %v", err)
+	}
+	if tg, err := parseTarget("https://www.example.com/generate_204"); err != nil || !tg.tls || tg.addr != "www.example.com:443" {
+		t.Errorf("https target: %+v %v", tg, err)
 	}
 }
 

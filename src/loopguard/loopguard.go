@@ -1,18 +1,31 @@
 // Package loopguard is a circuit breaker for a proxy that connects to
 // itself. When the proxy's outbound sockets lose their 0xff mark (a vendor
 // bug, a rule wiped at the wrong moment), its own traffic is captured by its
-// tproxy rule again, every connection spawns another, and within seconds the
-// proxy runs out of descriptors and takes the whole LAN down with it.
+// tproxy rule again, every connection spawns another, and within a quarter
+// of a second (lab, 1024 descriptors) the proxy runs out of descriptors and
+// takes the whole LAN down with it.
 //
 // The guard watches the proxy's in-flight connections (established or
-// opening, as the early detector's sock_diag sample lists them). While there
-// are fewer than MinActive it costs one integer comparison. Above that, if
-// one destination holds more than Ratio percent of them, it opens the
-// circuit: that addr . port goes into an nft set with a timeout through the
-// injected Blocker (the firewall owns nft), which breaks the loop. While the
-// condition lasts the element is refreshed; once in-flight drains below the
-// gate or the ratio, the circuit closes and the element times out (or is
-// removed at once when the Blocker can Unblock).
+// opening, from a sock_diag sample). Run checks a cheap gauge every
+// Interval (250 ms): the namespace's TCP sockets in use, one read of
+// /proc/net/sockstat. Below MinActive that is all it does. At or above it,
+// or while a circuit is open, it takes the full sample and judges it:
+//
+//   - if one destination holds more than Ratio percent of the in-flight
+//     connections that are not already blocked ("ratio over what remains"),
+//     a circuit opens for it: addr . port goes into an nft set through the
+//     injected Blocker, and the firewall resets the router's new unmarked
+//     connections to it (the proxy's own 0xff sockets are exempt, so a
+//     healthy proxy never feels the block); the looped sockets already open
+//     are destroyed (sock_diag SOCK_DESTROY, Killer) so the descriptors come
+//     back at once. A loop that moves on to the next relay trips its own
+//     circuit on the next sample; circuits are independent.
+//   - each open circuit closes by itself once its own looped connections
+//     have drained for Hold (2 s), which doubles each time the same
+//     destination trips again soon after closing, up to TTL: a bug that
+//     lasts is probed less and less often, a one-off heals in seconds.
+//     While open, the nft element is refreshed every TTL/3, and it carries
+//     a TTL so a daemon that dies never leaves a block behind for long.
 //
 // The guard only works if the loop hits MinActive before the proxy hits its
 // descriptor limit: CheckHeadroom compares the two (each looped connection
@@ -37,13 +50,22 @@ import (
 // its own (lines would lose their level and attributes).
 func log() *slog.Logger { return slog.Default().With("subsystem", "loopguard") }
 
-// Defaults; also what MinActive 0 and Ratio <= 0 mean.
+// Defaults; also what the zero value of each Option means.
 const (
 	DefaultMinActive = 1000
 	DefaultRatio     = 80
-	// DefaultTTL is the timeout of the blocked element. Short, so a false
-	// positive heals by itself; refreshed every TTL/3 while the loop lasts.
+	// DefaultTTL is the timeout of a blocked element and the longest a
+	// circuit's hold grows to. Short, so a false positive heals by itself;
+	// refreshed every TTL/3 while the circuit is open.
 	DefaultTTL = 60 * time.Second
+	// DefaultInterval is Run's period: fast enough to act within a few
+	// hundred milliseconds of a loop (which exhausts 1024 descriptors in
+	// ~0.25 s), cheap enough below the gate (one small procfs read).
+	DefaultInterval = 250 * time.Millisecond
+	// DefaultHold is how long a circuit stays open after its looped
+	// connections drained, the first time; it doubles on each re-trip of
+	// the same destination within TTL of closing, up to TTL.
+	DefaultHold = 2 * time.Second
 )
 
 // Blocker adds addr . port to the loop guard's nft set with a timeout; the
@@ -59,13 +81,38 @@ type Unblocker interface {
 	Unblock(ctx context.Context, dst netip.AddrPort) error
 }
 
+// Killer destroys one TCP socket by its tuple (sock_diag SOCK_DESTROY;
+// SocketKiller is the real one). A socket that is already gone is not an
+// error worth reporting.
+type Killer interface {
+	Kill(local, remote netip.AddrPort) error
+}
+
+// Sampler lists the proxy's sockets (detect.ProxySampler).
+type Sampler interface {
+	Sample(ctx context.Context) ([]detect.Conn, error)
+}
+
+// Gauge is the cheap count Run checks against MinActive before it takes a
+// full sample; it must never be below the proxy's in-flight connections
+// (SockstatGauge: every TCP socket in use in the namespace).
+type Gauge func() (int, error)
+
 // Options configure a Guard.
 type Options struct {
 	MinActive int           // in-flight connections before the ratio is judged (1000; 0 = default; < 0 = guard off)
-	Ratio     int           // percent of in-flight to one destination that opens the circuit (80; <= 0 = default)
-	TTL       time.Duration // timeout of the blocked element (60 s; 0 = default)
+	Ratio     int           // percent of the unblocked in-flight to one destination that opens a circuit (80; <= 0 = default)
+	TTL       time.Duration // timeout of a blocked element, cap of the hold (60 s; 0 = default)
+	Hold      time.Duration // first hold after draining (2 s; 0 = default)
 	Blocker   Blocker       // required unless the guard is off
-	Now       func() time.Time
+	Killer    Killer        // optional: without it looped sockets stay until the proxy's own timeout
+	// Run's inputs: the full sample, the cheap gauge (nil = SockstatGauge
+	// on /proc/net/sockstat) and the period (250 ms; 0 = default).
+	Sampler  Sampler
+	Gauge    Gauge
+	Interval time.Duration
+	Now      func() time.Time
+	After    func(time.Duration) <-chan time.Time
 }
 
 // FromConfig takes MinActive and Ratio from the config's loopguard section
@@ -74,24 +121,53 @@ func FromConfig(c *config.Config, b Blocker) Options {
 	return Options{MinActive: c.LoopGuard.MinActive, Ratio: c.LoopGuard.Ratio, Blocker: b}
 }
 
+// Circuit is one blocked destination.
+type Circuit struct {
+	Dst    netip.AddrPort `json:"dst"`
+	Since  time.Time      `json:"since"`
+	Looped int            `json:"looped"` // looped connections to it at the last sample
+	Cut    int            `json:"cut"`    // looped sockets destroyed since it opened
+	HoldS  float64        `json:"hold_s"` // how long it stays open once drained
+}
+
 // State is the guard's view, for status output.
 type State struct {
 	Enabled  bool           `json:"enabled"`
-	Open     bool           `json:"open"`
-	Dst      netip.AddrPort `json:"dst,omitzero"`     // the blocked destination while open
-	Since    time.Time      `json:"since,omitzero"`   // when it opened
-	InFlight int            `json:"in_flight"`        // at the last sample
-	Top      int            `json:"top"`              // connections to the busiest destination at the last judged sample
-	Blocks   int            `json:"blocks"`           // circuits opened since start
-	Err      string         `json:"error,omitempty"`  // the last Block failure
-	Advice   string         `json:"advice,omitempty"` // headroom warning, if any
+	Open     bool           `json:"open"`              // at least one circuit is open
+	Dst      netip.AddrPort `json:"dst,omitzero"`      // the most recently opened circuit's destination
+	Since    time.Time      `json:"since,omitzero"`    // when the oldest open circuit opened
+	Circuits []Circuit      `json:"circuits,omitempty"` // every open circuit, oldest first
+	InFlight int            `json:"in_flight"`         // at the last sample (or the gauge's count below the gate)
+	Top      int            `json:"top"`               // connections to the busiest destination not yet blocked, at the last judged sample
+	Blocks   int            `json:"blocks"`            // circuits opened since start
+	Cut      int            `json:"cut"`               // looped sockets destroyed since start
+	Err      string         `json:"error,omitempty"`   // the last Block or sample failure
+	Advice   string         `json:"advice,omitempty"`  // headroom warning, if any
 }
 
-// Guard is the breaker. Observe is called from one goroutine (the
-// detector's); State is safe from any.
-type Guard struct {
-	o         Options
+// circuit is an open circuit's bookkeeping (Observe's goroutine only).
+type circuit struct {
+	Circuit
+	hold      time.Duration
 	lastBlock time.Time
+	drained   time.Time // since when its looped connections are below the drain level; zero = not drained
+}
+
+// history remembers a closed circuit's hold, so a destination that trips
+// again soon after is held twice as long.
+type history struct {
+	hold   time.Duration
+	closed time.Time
+}
+
+// Guard is the breaker. Run, Tick and Observe are called from one
+// goroutine; State is safe from any.
+type Guard struct {
+	o        Options
+	circuits map[netip.AddrPort]*circuit
+	past     map[netip.AddrPort]history
+	// sampleErr: st.Err is Tick's (cleared by its next good sample).
+	sampleErr bool
 
 	mu sync.Mutex
 	st State
@@ -111,103 +187,36 @@ func New(o Options) (*Guard, error) {
 	if o.TTL <= 0 {
 		o.TTL = DefaultTTL
 	}
+	if o.Hold <= 0 {
+		o.Hold = DefaultHold
+	}
+	o.Hold = min(o.Hold, o.TTL)
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.After == nil {
+		o.After = time.After
+	}
+	if o.Gauge == nil {
+		o.Gauge = SockstatGauge(DefaultSockstat)
 	}
 	if o.MinActive > 0 && o.Blocker == nil {
 		return nil, fmt.Errorf("loop guard: no blocker")
 	}
-	return &Guard{o: o, st: State{Enabled: o.MinActive > 0}}, nil
-}
-
-// Observe judges one sample of the proxy's sockets.
-func (g *Guard) Observe(ctx context.Context, conns []detect.Conn) {
-	// The cheap gate: sockets of every state are at least the in-flight
-	// ones, so below MinActive nothing else needs looking at.
-	if g.o.MinActive < 0 {
-		return
-	}
-	if len(conns) < g.o.MinActive {
-		g.settle(ctx, len(conns), 0, netip.AddrPort{})
-		return
-	}
-	per := make(map[netip.AddrPort]int)
-	inflight := 0
-	var top netip.AddrPort
-	for _, c := range conns {
-		if !c.InFlight() {
-			continue
-		}
-		inflight++
-		d := c.Dst()
-		per[d]++
-		if per[d] > per[top] {
-			top = d
-		}
-	}
-	g.settle(ctx, inflight, per[top], top)
-}
-
-// settle opens, refreshes or closes the circuit for one judged sample.
-func (g *Guard) settle(ctx context.Context, inflight, topN int, top netip.AddrPort) {
-	now := g.o.Now()
-	tripped := inflight >= g.o.MinActive && topN*100 > g.o.Ratio*inflight
-
-	g.mu.Lock()
-	st := g.st
-	g.st.InFlight = inflight
-	if inflight >= g.o.MinActive {
-		g.st.Top = topN
-	}
-	g.mu.Unlock()
-
-	if st.Open && (!tripped || st.Dst != top) {
-		g.close(ctx, st.Dst, inflight)
-		st.Open = false
-	}
-	if !tripped {
-		return
-	}
-	if st.Open && now.Sub(g.lastBlock) < g.o.TTL/3 {
-		return
-	}
-	err := g.o.Blocker.Block(ctx, top, g.o.TTL)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if err != nil {
-		first := g.st.Err == ""
-		g.st.Err = err.Error()
-		if first {
-			log().Error(fmt.Sprintf("loopguard: cannot block %s: %v", top, err))
-		}
-		return
-	}
-	g.st.Err = ""
-	g.lastBlock = now
-	if !st.Open {
-		g.st.Open, g.st.Dst, g.st.Since = true, top, now
-		g.st.Blocks++
-		log().Warn(fmt.Sprintf("loopguard: circuit open for %s (in-flight %d/%d, suspected proxy loop)", top, topN, inflight))
-	}
-}
-
-func (g *Guard) close(ctx context.Context, dst netip.AddrPort, inflight int) {
-	g.mu.Lock()
-	g.st.Open, g.st.Dst, g.st.Since = false, netip.AddrPort{}, time.Time{}
-	g.mu.Unlock()
-	log().Info(fmt.Sprintf("loopguard: circuit closed for %s (in-flight %d)", dst, inflight))
-	if u, ok := g.o.Blocker.(Unblocker); ok {
-		if err := u.Unblock(ctx, dst); err != nil {
-			log().Warn(fmt.Sprintf("loopguard: removing %s early failed (it times out by itself): %v", dst, err))
-		}
-	}
+	return &Guard{o: o, circuits: map[netip.AddrPort]*circuit{}, past: map[netip.AddrPort]history{},
+		st: State{Enabled: o.MinActive > 0}}, nil
 }
 
 // State is a snapshot.
 func (g *Guard) State() State {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.st
+	st := g.st
+	st.Circuits = append([]Circuit(nil), g.st.Circuits...)
+	return st
 }
 
 // CheckHeadroom says whether MinActive leaves the proxy enough descriptors:

@@ -39,22 +39,33 @@ func (u *unblocker) Unblock(_ context.Context, dst netip.AddrPort) error {
 }
 
 var (
-	loopDst = netip.MustParseAddrPort("198.18.30.21:443")
-	t0      = time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
+	loopDst  = netip.MustParseAddrPort("198.18.30.21:8443") // Tokyo
+	loopDst2 = netip.MustParseAddrPort("198.18.30.22:8443") // Singapore
+	t0       = time.Date(2026, 11, 29, 14, 0, 0, 0, time.UTC)
 )
 
-// sample builds a proxy socket list: looped in-flight connections to
-// loopDst (outbound half and accepted half alike), spread ones to distinct
-// destinations, and idle ones (TIME_WAIT) that never count.
-func sample(looped, spread, idle int) []detect.Conn {
+// loopTo is n looped sockets to dst: n/2 connections, each seen twice —
+// the proxy's outbound half (ephemeral local port) and the tproxy-accepted
+// half (Local is the original destination, Remote the outbound half's
+// local end). base keeps the ports of several calls apart.
+func loopTo(dst netip.AddrPort, n, base int) []detect.Conn {
 	var out []detect.Conn
-	for i := range looped {
+	for i := range n {
+		peer := netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), uint16(40000+base+i/2))
 		if i%2 == 0 {
-			out = append(out, detect.Conn{Local: netip.MustParseAddrPort("198.18.0.1:40000"), Remote: loopDst, State: detect.StateEstablished, Outbound: true})
-		} else { // the tproxy-accepted half: Local is the original destination
-			out = append(out, detect.Conn{Local: loopDst, Remote: netip.MustParseAddrPort("198.18.0.1:40000"), State: detect.StateEstablished})
+			out = append(out, detect.Conn{Local: peer, Remote: dst, State: detect.StateEstablished, Outbound: true})
+		} else {
+			out = append(out, detect.Conn{Local: dst, Remote: peer, State: detect.StateEstablished})
 		}
 	}
+	return out
+}
+
+// sample builds a proxy socket list: looped in-flight sockets to loopDst,
+// spread ones to distinct destinations, and idle ones (TIME_WAIT) that
+// never count.
+func sample(looped, spread, idle int) []detect.Conn {
+	out := loopTo(loopDst, looped, 0)
 	for i := range spread {
 		out = append(out, detect.Conn{Remote: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}), 443), State: detect.StateSynSent, Outbound: true})
 	}
@@ -78,9 +89,19 @@ func newGuard(t *testing.T, b Blocker, minActive int) (*Guard, *clock) {
 	return g, clk
 }
 
+func (f *fakeBlocker) count(op string) int {
+	n := 0
+	for _, c := range f.calls {
+		if c.op == op {
+			n++
+		}
+	}
+	return n
+}
+
 func TestGuardOpensOnLoopAndHeals(t *testing.T) {
-	b := &fakeBlocker{}
-	g, clk := newGuard(t, b, 100)
+	u := &unblocker{}
+	g, clk := newGuard(t, u, 100)
 	ctx := context.Background()
 
 	// Busy but healthy: 500 connections to 500 destinations.
@@ -89,53 +110,150 @@ func TestGuardOpensOnLoopAndHeals(t *testing.T) {
 	g.Observe(ctx, sample(90, 0, 0))
 	// Over the gate but only 75% to one destination (ratio is > 80%).
 	g.Observe(ctx, sample(75, 25, 0))
-	if len(b.calls) != 0 || g.State().Open {
-		t.Fatalf("blocked without a loop: %v", b.calls)
+	if len(u.calls) != 0 || g.State().Open {
+		t.Fatalf("blocked without a loop: %v", u.calls)
 	}
 	// Idle sockets to the same destination do not count as in flight.
 	g.Observe(ctx, sample(10, 0, 500))
-	if len(b.calls) != 0 {
-		t.Fatalf("TIME_WAIT sockets counted: %v", b.calls)
+	if len(u.calls) != 0 {
+		t.Fatalf("TIME_WAIT sockets counted: %v", u.calls)
 	}
 
 	// A loop: 190 of 200 in flight to one destination.
 	g.Observe(ctx, sample(190, 10, 0))
-	if len(b.calls) != 1 || b.calls[0] != (call{"block", loopDst, DefaultTTL}) {
-		t.Fatalf("loop: calls %v, want one block of %v for %v", b.calls, loopDst, DefaultTTL)
+	if len(u.calls) != 1 || u.calls[0] != (call{"block", loopDst, DefaultTTL}) {
+		t.Fatalf("loop: calls %v, want one block of %v for %v", u.calls, loopDst, DefaultTTL)
 	}
 	st := g.State()
-	if !st.Open || st.Dst != loopDst || st.InFlight != 200 || st.Top != 190 || st.Blocks != 1 {
+	if !st.Open || st.Dst != loopDst || st.InFlight != 200 || st.Top != 190 || st.Blocks != 1 || len(st.Circuits) != 1 {
 		t.Errorf("state %+v", st)
 	}
-	// Still looping: refreshed only every TTL/3.
+	// The loop holds on (the looped sockets were not cut: no Killer):
+	// the circuit stays open, its element refreshed only every TTL/3.
 	clk.t = clk.t.Add(10 * time.Second)
 	g.Observe(ctx, sample(190, 10, 0))
 	clk.t = clk.t.Add(15 * time.Second)
 	g.Observe(ctx, sample(190, 10, 0))
-	if len(b.calls) != 2 {
-		t.Fatalf("refresh: %d calls, want 2 (one at 0 s, one at 25 s)", len(b.calls))
+	if u.count("block") != 2 || !g.State().Open {
+		t.Fatalf("refresh: %v, want two blocks (at 0 s and 25 s) and the circuit open", u.calls)
 	}
-	// Draining below the gate closes the circuit; no Unblock here, the
-	// element times out by itself.
-	g.Observe(ctx, sample(40, 0, 0))
-	if g.State().Open || len(b.calls) != 2 {
-		t.Errorf("after draining: open %v calls %v", g.State().Open, b.calls)
+	// Drained (a few looped sockets left): still open for the hold...
+	clk.t = clk.t.Add(time.Second)
+	g.Observe(ctx, sample(6, 0, 0))
+	clk.t = clk.t.Add(DefaultHold - time.Millisecond)
+	g.Observe(ctx, sample(6, 0, 0))
+	if !g.State().Open || u.count("unblock") != 0 {
+		t.Fatalf("closed before the hold was over: %+v %v", g.State(), u.calls)
 	}
-	// A new loop opens it again.
+	// ...then it closes by itself and the element goes at once.
+	clk.t = clk.t.Add(time.Millisecond)
+	g.Observe(ctx, sample(6, 0, 0))
+	if st := g.State(); st.Open || len(st.Circuits) != 0 || u.count("unblock") != 1 {
+		t.Errorf("after the hold: %+v calls %v", st, u.calls)
+	}
+	// A new loop opens it again, with twice the hold (it came back soon).
 	g.Observe(ctx, sample(300, 0, 0))
-	if !g.State().Open || g.State().Blocks != 2 {
-		t.Errorf("second loop: %+v", g.State())
+	if st := g.State(); !st.Open || st.Blocks != 2 || len(st.Circuits) != 1 || st.Circuits[0].HoldS != 2*DefaultHold.Seconds() {
+		t.Errorf("second loop: %+v", st)
 	}
 }
 
-func TestGuardUnblocksWhenRatioDrops(t *testing.T) {
+// Bugs 1 and 2 of the first guard: blocking the first relay makes the
+// proxy fall over to the next one, and the loop follows. The first circuit
+// must stay open while the second opens (it used to be closed because the
+// busiest destination changed), and the second must trip although the
+// loop is split between the two (neither above 80% of all in-flight).
+func TestGuardFollowsTheLoopToTheNextRelay(t *testing.T) {
 	u := &unblocker{}
-	g, _ := newGuard(t, u, 100)
-	g.Observe(context.Background(), sample(190, 10, 0))
-	g.Observe(context.Background(), sample(100, 100, 0)) // 50%: below the ratio
-	want := []call{{"block", loopDst, DefaultTTL}, {"unblock", loopDst, 0}}
-	if fmt.Sprint(u.calls) != fmt.Sprint(want) {
-		t.Errorf("calls %v, want %v", u.calls, want)
+	g, clk := newGuard(t, u, 200)
+	ctx := context.Background()
+	g.Observe(ctx, loopTo(loopDst, 400, 0))
+	clk.t = clk.t.Add(250 * time.Millisecond)
+	// Tokyo's looped sockets linger (until the proxy's own timeout), the
+	// loop grows on Singapore: 400 + 300 in flight, Singapore 43%.
+	both := append(loopTo(loopDst, 400, 0), loopTo(loopDst2, 300, 1000)...)
+	g.Observe(ctx, both)
+	st := g.State()
+	if len(st.Circuits) != 2 || u.count("unblock") != 0 || u.count("block") != 2 {
+		t.Fatalf("circuits %+v calls %v, want Tokyo and Singapore both open", st.Circuits, u.calls)
+	}
+	if st.Circuits[0].Dst != loopDst || st.Circuits[1].Dst != loopDst2 || st.Dst != loopDst2 {
+		t.Errorf("circuits %+v (latest %v), want Tokyo then Singapore", st.Circuits, st.Dst)
+	}
+	// Each closes on its own: Tokyo drains first.
+	clk.t = clk.t.Add(time.Second)
+	g.Observe(ctx, loopTo(loopDst2, 300, 1000))
+	clk.t = clk.t.Add(DefaultHold)
+	g.Observe(ctx, loopTo(loopDst2, 300, 1000))
+	st = g.State()
+	if len(st.Circuits) != 1 || st.Circuits[0].Dst != loopDst2 || fmt.Sprint(u.calls[len(u.calls)-1]) != fmt.Sprint(call{"unblock", loopDst, 0}) {
+		t.Errorf("after Tokyo drained: circuits %+v calls %v", st.Circuits, u.calls)
+	}
+}
+
+// Two loops at once in one sample: both destinations open.
+func TestGuardOpensSeveralInOneSample(t *testing.T) {
+	b := &fakeBlocker{}
+	g, _ := newGuard(t, b, 100)
+	// 900 to Tokyo, 100 to Singapore, 10 spread: Tokyo trips (89%), then
+	// Singapore is 100 of the remaining 110 (91%).
+	conns := append(loopTo(loopDst, 900, 0), loopTo(loopDst2, 100, 1000)...)
+	conns = append(conns, sample(0, 10, 0)...)
+	g.Observe(context.Background(), conns)
+	if st := g.State(); len(st.Circuits) != 2 || st.Blocks != 2 {
+		t.Errorf("state %+v calls %v", st, b.calls)
+	}
+}
+
+type fakeKiller struct {
+	killed []string
+	fail   bool
+}
+
+func (k *fakeKiller) Kill(local, remote netip.AddrPort) error {
+	if k.fail {
+		return errors.New("EOPNOTSUPP")
+	}
+	k.killed = append(k.killed, local.String()+">"+remote.String())
+	return nil
+}
+
+// Opening a circuit destroys both halves of every looped connection, but
+// not the proxy's real connection to the same relay (no accepted twin).
+func TestGuardCutsLoopedSockets(t *testing.T) {
+	k := &fakeKiller{}
+	clk := &clock{t: t0}
+	g, err := New(Options{MinActive: 100, Blocker: &fakeBlocker{}, Killer: k, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := detect.Conn{Local: netip.MustParseAddrPort("198.18.0.2:50000"), Remote: loopDst, State: detect.StateEstablished, Outbound: true}
+	g.Observe(context.Background(), append(loopTo(loopDst, 200, 0), real))
+	if len(k.killed) != 200 {
+		t.Fatalf("killed %d sockets, want the 200 looped ones", len(k.killed))
+	}
+	for _, s := range k.killed {
+		if strings.HasPrefix(s, "198.18.0.2:50000>") {
+			t.Errorf("the proxy's real relay connection was cut")
+		}
+	}
+	st := g.State()
+	if st.Cut != 200 || st.Circuits[0].Cut != 200 {
+		t.Errorf("state %+v", st)
+	}
+	// The cut sockets are gone: the next sample shows the circuit drained.
+	clk.t = clk.t.Add(DefaultInterval)
+	g.Observe(context.Background(), []detect.Conn{real})
+	if st := g.State(); !st.Open || st.Circuits[0].Looped != 0 {
+		t.Errorf("after the cut: %+v", st)
+	}
+	// A killer that fails is reported, the circuit stays.
+	k2 := &fakeKiller{fail: true}
+	g2, _ := New(Options{MinActive: 100, Blocker: &fakeBlocker{}, Killer: k2})
+	buf := captureLog(t)
+	g2.Observe(context.Background(), loopTo(loopDst, 200, 0))
+	if !g2.State().Open || !strings.Contains(buf.String(), "could not be destroyed") {
+		t.Errorf("failed kill: %+v\n%s", g2.State(), buf)
 	}
 }
 
@@ -171,6 +289,9 @@ func TestGuardDefaultsAndOff(t *testing.T) {
 	off.Observe(context.Background(), sample(5000, 0, 0))
 	if off.State().Enabled || off.State().Open {
 		t.Errorf("guard off: %+v", off.State())
+	}
+	if err := off.Run(context.Background()); err != nil {
+		t.Errorf("Run of a guard that is off: %v", err)
 	}
 	if _, err := New(Options{MinActive: 10}); err == nil {
 		t.Error("an enabled guard without a blocker was accepted")

@@ -107,7 +107,12 @@ func TestGuardOnRealSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &fakeBlocker{}
-	g, err := New(Options{MinActive: 50, Blocker: b})
+	k, err := NewSocketKiller(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	g, err := New(Options{MinActive: 50, Blocker: b, Killer: k})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +123,26 @@ func TestGuardOnRealSample(t *testing.T) {
 	}
 	if st := g.State(); st.InFlight != 90 || st.Top != 80 {
 		t.Errorf("in-flight %d top %d, want 90 and 80 (both halves of 45 and 40 connections)", st.InFlight, st.Top)
+	}
+	// The circuit cut both halves of the 40 looped connections for real
+	// (SOCK_DESTROY): the kernel no longer lists them; the 5 others stay.
+	if st := g.State(); st.Cut != 80 {
+		t.Errorf("cut %d sockets, want 80", st.Cut)
+	}
+	after, err := s.Sample(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, c := range after {
+		if c.InFlight() {
+			left++
+			if c.Dst() == want {
+				t.Errorf("looped socket survived: %+v", c)
+			}
+		}
+	}
+	if left != 10 {
+		t.Errorf("%d sockets in flight after the cut, want the 10 of the other connections", left)
 	}
 }

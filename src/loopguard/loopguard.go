@@ -133,16 +133,16 @@ type Circuit struct {
 // State is the guard's view, for status output.
 type State struct {
 	Enabled  bool           `json:"enabled"`
-	Open     bool           `json:"open"`              // at least one circuit is open
-	Dst      netip.AddrPort `json:"dst,omitzero"`      // the most recently opened circuit's destination
-	Since    time.Time      `json:"since,omitzero"`    // when the oldest open circuit opened
+	Open     bool           `json:"open"`               // at least one circuit is open
+	Dst      netip.AddrPort `json:"dst,omitzero"`       // the most recently opened circuit's destination
+	Since    time.Time      `json:"since,omitzero"`     // when the oldest open circuit opened
 	Circuits []Circuit      `json:"circuits,omitempty"` // every open circuit, oldest first
-	InFlight int            `json:"in_flight"`         // at the last sample (or the gauge's count below the gate)
-	Top      int            `json:"top"`               // connections to the busiest destination not yet blocked, at the last judged sample
-	Blocks   int            `json:"blocks"`            // circuits opened since start
-	Cut      int            `json:"cut"`               // looped sockets destroyed since start
-	Err      string         `json:"error,omitempty"`   // the last Block or sample failure
-	Advice   string         `json:"advice,omitempty"`  // headroom warning, if any
+	InFlight int            `json:"in_flight"`          // at the last sample (or the gauge's count below the gate)
+	Top      int            `json:"top"`                // connections to the busiest destination not yet blocked, at the last judged sample
+	Blocks   int            `json:"blocks"`             // circuits opened since start
+	Cut      int            `json:"cut"`                // looped sockets destroyed since start
+	Err      string         `json:"error,omitempty"`    // the last Block or sample failure
+	Advice   string         `json:"advice,omitempty"`   // headroom warning, if any
 }
 
 // circuit is an open circuit's bookkeeping (Observe's goroutine only).

@@ -22,6 +22,11 @@ import (
 // re-routes it to lo, so by the time the kill switch sees it the packet is
 // bound for lo — exactly what the other rules let through.
 //
+// The proxy's own sockets (mark 0xff) are exempt: they reach the relay for
+// real and are never part of a loop (a looped packet lost its 0xff and was
+// marked 0x1 by the vendor's route chain), so an open circuit costs a
+// healthy proxy nothing and may stay open as long as the guard likes.
+//
 // The set is "synced" in Apply's sense: Apply creates it but never touches
 // its elements, which only Block and Unblock change.
 
@@ -43,9 +48,11 @@ func loopGuardSet() setSpec {
 	return setSpec{name: SetLoopGuard, kind: kindAddrPort4, timeout: LoopGuardTTL, synced: true}
 }
 
-// loopGuardRule resets new TCP connections to a blocked addr . port.
+// loopGuardRule resets new unmarked (not 0xff) TCP connections to a blocked
+// addr . port.
 func loopGuardRule() rule {
 	b := newRule(famInet, "out-loopguard").nfproto(false).l4proto(6)
+	b.add(fmt.Sprintf("meta mark != 0x%08x", MarkDirect), metaLoad(expr.MetaKeyMARK), cmpNeq(binaryutil.NativeEndian.PutUint32(MarkDirect)))
 	b.ctBits(expr.CtKeySTATE, ctStateNew, "ct state new")
 	// nft's register layout for a concatenation: the address in the first
 	// 32-bit register of reg 1 (NFT_REG32_00), the port in the next (9).

@@ -75,6 +75,26 @@ func TestLoopGuardBlocksOneDestination(t *testing.T) {
 	if err := dial("127.0.0.1:7002"); err != nil {
 		t.Errorf("another port of the same address: %v", err)
 	}
+	// The proxy's own (0xff) sockets are exempt: they are never the loop.
+	var markedErr error
+	ns.run(func() {
+		d := &net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_MARK, int(MarkDirect))
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		var c net.Conn
+		if c, markedErr = d.Dial("tcp4", "127.0.0.1:7001"); markedErr == nil {
+			c.Close()
+		}
+	})
+	if markedErr != nil {
+		t.Errorf("a 0xff-marked connection to the blocked destination: %v, want it through", markedErr)
+	}
 	if out := ns.nft("list", "set", "inet", TableKillSwitch, SetLoopGuard); !strings.Contains(out, "127.0.0.1 . 7001") {
 		t.Errorf("nft does not show the element:\n%s", out)
 	}

@@ -71,7 +71,9 @@ func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
 	w.f.connecting, w.f.connected = true, false
 	w.node = node
+	w.connectStartedAt = now
 	s := w.s
+	s.Transit = w.transit
 	w.startVendorOpLocked(func(ctx context.Context, gen int) {
 		r, err := w.connectSequence(ctx, s, node)
 		w.send(connectDone{gen: gen, node: node, r: r, err: err})
@@ -197,7 +199,8 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 		w.f.connected = true
 		w.node = e.node
 		w.recordCheckLocked(e.r)
-		w.logLocked(slog.LevelInfo, fmt.Sprintf("Connected to %s via %s", e.node, w.s.Transit))
+		w.accountRetries = 0
+		w.logLocked(slog.LevelInfo, fmt.Sprintf("Connected to %s via %s", e.node, w.transit))
 		if old := w.lastGood; old != "" && old != e.node && w.d.ConnKiller != nil {
 			w.cutLocked(old)
 		}
@@ -212,21 +215,57 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 		w.startAuthLocked()
 	case errors.Is(e.err, surflare.ErrSubscriptionInactive):
 		w.enterSubscriptionCooldownLocked()
+	case errors.Is(e.err, surflare.ErrAccountCheck):
+		w.accountAPIDownLocked(e)
 	default:
+		w.accountRetries = 0
 		w.counters.FailedReconnects++
 		w.tried[e.node] = true
+		w.rememberFailedLocked(e.node)
 		w.logLocked(slog.LevelWarn, fmt.Sprintf("Connect to %s failed (%d in a row)", e.node, w.counters.FailedReconnects), "err", e.err)
 		if w.f.diag || w.f.wanDown {
 			break
 		}
-		if w.counters.FailedReconnects >= w.s.CascadeAfter {
+		switch {
+		case w.counters.FailedReconnects >= w.s.CascadeAfter:
 			w.logLocked(slog.LevelWarn, fmt.Sprintf("Cascade: %d failed reconnects, fast-rotating", w.counters.FailedReconnects))
 			w.rotateFromLocked(e.node, "cascade")
-		} else {
+		case w.freshErrorsLocked(e.node, w.connectStartedAt):
+			// The proxy's own urltest failed on this node during the
+			// attempt: not a transient, so a same-node retry only costs
+			// time.
+			w.logLocked(slog.LevelWarn, fmt.Sprintf("Cascade: log health shows %s via %s failing since the connect; fast-rotating", e.node, w.transit))
+			w.rotateFromLocked(e.node, "cascade (log health)")
+		default:
 			w.scheduleConnectLocked(e.node, now.Add(w.s.DegradedInterval), "retry after failed connect")
 		}
 	}
 	w.updateLocked("connect " + e.node + " finished")
+}
+
+// accountAPIDownLocked: `surflare connect` could not reach the account API.
+// The node is not to blame, so it is not marked failed and no rotation
+// follows: the same node is retried with a doubling backoff
+// (AccountRetryMin .. AccountRetryMax) while the kill switch stays armed.
+// These retries have their own backoff and skip the reconnect rate limit.
+func (w *Watchdog) accountAPIDownLocked(e connectDone) {
+	w.accountRetries++
+	d := backoff(w.s.AccountRetryMin, w.s.AccountRetryMax, w.accountRetries)
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Account API unreachable: retrying %s in %s", e.node, d), "err", e.err)
+	if w.f.diag || w.f.wanDown {
+		return // resuming reconnects
+	}
+	w.scheduleConnectLocked(e.node, w.clock.Now().Add(d), "account API unreachable")
+	w.retryUnlimited = true
+}
+
+// backoff is lo doubled per attempt after the first (1-based), capped at hi.
+func backoff(lo, hi time.Duration, attempt int) time.Duration {
+	d := lo
+	for i := 1; i < attempt && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
 }
 
 // cutLocked cuts connections pinned to old in the background.
@@ -250,6 +289,7 @@ func (w *Watchdog) stormLocked() {
 	w.f.connected, w.f.connecting = false, false
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
 	w.cancelCheckLocked()
+	w.stormAt = now
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Storm protection triggered: all %d candidates failed; cooling down for %s (domestic traffic keeps working)",
 		len(w.s.candidates()), w.s.StormCooldown))
 	fw, v := w.d.Firewall, w.d.Vendor
@@ -271,17 +311,26 @@ func (w *Watchdog) onCooldownEnteredLocked(e cooldownEntered) {
 	}
 }
 
-// endCooldownLocked starts a fresh cycle from the first candidate.
+// endCooldownLocked starts a fresh cycle on the configured transit: urltest
+// errors from before the cooldown no longer count, and the first candidate
+// not dead by newer ones is connected.
 func (w *Watchdog) endCooldownLocked() {
 	w.f.cooldownUntil = time.Time{}
+	w.logSince = w.stormAt
+	w.transit = w.s.Transit
 	clear(w.tried)
+	clear(w.triedTransit)
 	w.counters.FailedReconnects = 0
 	ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
 	defer cancel()
 	if err := w.d.Firewall.Cooldown(ctx, false); err != nil {
 		w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
 	}
-	first := w.s.candidates()[0]
+	cands := w.s.candidates()
+	first, _ := w.pickNextLocked(cands[len(cands)-1], false)
+	if first == "" {
+		first = cands[0]
+	}
 	w.logLocked(slog.LevelInfo, "Storm cooldown over: starting a new cycle with "+first)
 	if w.canAutoConnectLocked(w.clock.Now()) {
 		w.startConnectLocked(first, "storm cooldown over", false)

@@ -128,7 +128,10 @@ func (w *Watchdog) markHealthyLocked() {
 	w.counters.ConsecutiveFailures = 0
 	w.counters.FailedReconnects = 0
 	clear(w.tried)
+	clear(w.triedTransit)
 	now := w.clock.Now()
+	w.lastHealthyAt = now
+	w.rememberHealthyLocked()
 	if w.s.HeartbeatInterval > 0 && (w.lastHeartbeat.IsZero() || now.Sub(w.lastHeartbeat) >= w.s.HeartbeatInterval) {
 		w.lastHeartbeat = now
 		w.logLocked(slog.LevelInfo, "VPN healthy: exit="+orUnknown(w.exit.Country), "node", w.node, "ip", w.exit.IP)
@@ -152,12 +155,17 @@ func (w *Watchdog) reconnectLocked(node, reason string) {
 func (w *Watchdog) rotateLocked(reason string) {
 	old := w.node
 	w.tried[old] = true
+	w.rememberFailedLocked(old)
 	w.rotateFromLocked(old, reason)
 }
 
 // rotateFromLocked connects to the next usable candidate after from, or
-// triggers storm protection when none is left.
+// triggers storm protection when none is left. A transit that log health
+// blames is switched first (switchTransitLocked): that keeps the node.
 func (w *Watchdog) rotateFromLocked(from, reason string) {
+	if w.switchTransitLocked(from, reason) {
+		return
+	}
 	next, ok := w.pickNextLocked(from, true)
 	if !ok {
 		w.stormLocked()
@@ -171,8 +179,8 @@ func (w *Watchdog) rotateFromLocked(from, reason string) {
 
 // pickNextLocked walks the candidates after from, in config order, and
 // returns the first that has not failed in this cycle (when skipTried) and
-// is not dead by fresh log health. If every remaining one is dead, the
-// first remaining one is returned anyway.
+// is not dead by fresh log health. If every remaining one is dead, the one
+// whose last urltest error is oldest is returned anyway.
 func (w *Watchdog) pickNextLocked(from string, skipTried bool) (string, bool) {
 	cands := w.s.candidates()
 	start := 0
@@ -182,7 +190,7 @@ func (w *Watchdog) pickNextLocked(from string, skipTried bool) (string, bool) {
 			break
 		}
 	}
-	var firstDead string
+	var dead []string
 	for k := range len(cands) {
 		c := cands[(start+k)%len(cands)]
 		if c == from && !skipTried {
@@ -191,34 +199,17 @@ func (w *Watchdog) pickNextLocked(from string, skipTried bool) (string, bool) {
 		if skipTried && w.tried[c] {
 			continue
 		}
-		if dead, n := w.deadLocked(c); dead {
-			w.logLocked(slog.LevelInfo, fmt.Sprintf("LOG_HEALTH: skipping %s via %s (%d errors)", c, w.s.Transit, n))
-			if firstDead == "" {
-				firstDead = c
-			}
+		if isDead, n := w.deadLocked(c); isDead {
+			w.logLocked(slog.LevelInfo, fmt.Sprintf("LOG_HEALTH: skipping %s via %s (%d errors)", c, w.transit, n))
+			dead = append(dead, c)
 			continue
 		}
 		return c, true
 	}
-	if firstDead != "" {
-		w.logLocked(slog.LevelWarn, fmt.Sprintf("LOG_HEALTH: every remaining candidate is marked dead; trying %s anyway", firstDead))
-		return firstDead, true
+	if len(dead) > 0 {
+		pick := w.oldestErrorLocked(dead)
+		w.logLocked(slog.LevelWarn, fmt.Sprintf("LOG_HEALTH: every remaining candidate is marked dead; trying %s anyway", pick))
+		return pick, true
 	}
 	return "", false
-}
-
-// deadLocked applies the log-health policy: more than LogHealthThreshold
-// urltest errors, in data younger than LogHealthStale.
-func (w *Watchdog) deadLocked(node string) (bool, int) {
-	if w.d.NodeHealth == nil {
-		return false, 0
-	}
-	n, updated, ok := w.d.NodeHealth.Errors(node, w.s.Transit)
-	if !ok {
-		return false, 0
-	}
-	if w.clock.Now().Sub(updated) > w.s.LogHealthStale {
-		return false, n // stale: treat every node as healthy
-	}
-	return n > w.s.LogHealthThreshold, n
 }

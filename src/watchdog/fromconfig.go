@@ -36,6 +36,7 @@ func SettingsFromConfig(c *config.Config) Settings {
 	s.LogHealthThreshold, s.LogHealthStale = c.LogHealth.Threshold, c.LogHealth.Stale
 	if c.Paths.RunDir != "" {
 		s.StateFile = filepath.Join(c.Paths.RunDir, runfiles.StateFile)
+		s.MemoryFile = filepath.Join(c.Paths.RunDir, MemoryFileName)
 	}
 	return s
 }

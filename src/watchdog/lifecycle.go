@@ -8,20 +8,22 @@ import (
 	"time"
 )
 
-// startup: moat, crash cleanup, kill switch, ISP address. Only a kill
-// switch that cannot be armed is fatal: connecting without it could leak.
-func (w *Watchdog) startup(ctx context.Context) error {
+// startup: moat, a look at the vendor's tunnel (before cleanup stops it),
+// crash cleanup, kill switch, ISP address. Only a kill switch that cannot
+// be armed is fatal: connecting without it could leak.
+func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 	fw := w.d.Firewall
 	if err := fw.InstallMoat(ctx); err != nil {
 		w.log.Warn("Installing the moat counters failed; continuing without them", "err", err)
 	}
+	vt, haveVT := w.lookAtVendor(ctx)
 	for i, st := range w.d.Cleanup {
 		if err := st.Run(ctx); err != nil {
 			w.log.Warn(fmt.Sprintf("Crash cleanup %d/%d (%s) failed", i+1, len(w.d.Cleanup), st.Name), "err", err)
 		}
 	}
 	if err := fw.ArmKillSwitch(ctx); err != nil {
-		return fmt.Errorf("installing kill switch: %w", err)
+		return vt, haveVT, fmt.Errorf("installing kill switch: %w", err)
 	}
 	if w.d.Network != nil {
 		addr, err := w.d.Network.ISPAddr(ctx)
@@ -34,7 +36,7 @@ func (w *Watchdog) startup(ctx context.Context) error {
 			w.log.Info("ISP address " + addr.String())
 		}
 	}
-	return ctx.Err()
+	return vt, haveVT, ctx.Err()
 }
 
 // stop: firewall teardown policy, vendor processes, bounded auth wait, pid
@@ -178,6 +180,7 @@ func (w *Watchdog) Reconnect(ctx context.Context) error {
 func (w *Watchdog) userConnectLocked(node, reason string) {
 	if !w.f.cooldownUntil.IsZero() {
 		w.f.cooldownUntil = time.Time{}
+		w.logSince = w.stormAt
 		ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
 		if err := w.d.Firewall.Cooldown(ctx, false); err != nil {
 			w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
@@ -185,7 +188,9 @@ func (w *Watchdog) userConnectLocked(node, reason string) {
 		cancel()
 	}
 	clear(w.tried)
+	clear(w.triedTransit)
 	w.counters.FailedReconnects = 0
+	w.accountRetries = 0
 	w.f.auth.fatal = false
 	w.startConnectLocked(node, reason, true)
 }
@@ -283,6 +288,9 @@ func (w *Watchdog) Reload(ctx context.Context, s Settings) error {
 	return w.do(ctx, func() error {
 		old := w.s
 		w.s = s
+		if s.Transit != old.Transit {
+			w.transit = s.Transit // the user's choice replaces a switched one
+		}
 		w.counters.FailThreshold = s.FailThreshold
 		w.logLocked(slog.LevelInfo, "Configuration reloaded")
 		if w.f.auth.fatal {

@@ -33,6 +33,16 @@ type Settings struct {
 	LogHealthThreshold int           // urltest errors above which a node is dead (10)
 	LogHealthStale     time.Duration // log health older than this is ignored (20 min)
 
+	AccountRetryMin time.Duration // first retry after "Account check failed" on connect (3 s)
+	AccountRetryMax time.Duration // cap of its doubling backoff (60 s)
+
+	// MemoryFile, when set, keeps the last healthy node and the nodes
+	// that failed since (0600, atomic) so a restarted daemon does not
+	// start again on a node that was just found dead (see the package doc).
+	MemoryFile string
+	// StartMemory is how old that memory may be to be used at startup (1 h).
+	StartMemory time.Duration
+
 	LoginRetries         int           // retries per login round (5)
 	LoginBackoffMin      time.Duration // first retry delay (3 s)
 	LoginBackoffMax      time.Duration // cap and delay between rounds (60 s)
@@ -71,6 +81,9 @@ func DefaultSettings() Settings {
 		Phase2Poll:           3 * time.Second,
 		LogHealthThreshold:   10,
 		LogHealthStale:       20 * time.Minute,
+		AccountRetryMin:      3 * time.Second,
+		AccountRetryMax:      60 * time.Second,
+		StartMemory:          time.Hour,
 		LoginRetries:         5,
 		LoginBackoffMin:      3 * time.Second,
 		LoginBackoffMax:      60 * time.Second,
@@ -106,6 +119,9 @@ func (s Settings) Validate() error {
 	pos("login_backoff_max", s.LoginBackoffMax)
 	pos("subscription_cooldown", s.SubscriptionCooldown)
 	pos("stop_timeout", s.StopTimeout)
+	pos("account_retry_min", s.AccountRetryMin)
+	pos("account_retry_max", s.AccountRetryMax)
+	pos("start_memory", s.StartMemory)
 	if s.FailThreshold < 1 {
 		errs = append(errs, fmt.Errorf("fail_threshold must be at least 1, got %d", s.FailThreshold))
 	}

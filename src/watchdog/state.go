@@ -107,6 +107,7 @@ type Counters struct {
 	ConnectAttempts     int `json:"connect_attempts"`
 	FailedReconnects    int `json:"failed_reconnects"` // consecutive
 	Rotations           int `json:"rotations"`
+	TransitSwitches     int `json:"transit_switches"`
 	Storms              int `json:"storms"`
 	LoginAttempts       int `json:"login_attempts"`
 	LoginFailures       int `json:"login_failures"` // since the last success

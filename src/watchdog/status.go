@@ -17,7 +17,7 @@ func (w *Watchdog) statusLocked() Status {
 	st := Status{
 		State:       w.state,
 		Node:        w.node,
-		Transit:     w.s.Transit,
+		Transit:     w.transit,
 		Mode:        w.s.Mode,
 		Exit:        w.exit,
 		Counters:    w.counters,

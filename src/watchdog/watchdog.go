@@ -40,7 +40,9 @@ type Watchdog struct {
 	f           facts
 	state       State
 	node        string // current (or target) node
+	transit     string // transit in use: Settings.Transit unless switched (see switchTransitLocked)
 	lastGood    string // node of the last verified connection
+	mem         memory // what the last-good file says
 	exit        Exit
 	counters    Counters
 	lastCheck   *health.Result
@@ -50,12 +52,19 @@ type Watchdog struct {
 	dirty       bool
 
 	tried            map[string]bool // candidates that failed in this cycle
+	triedTransit     map[string]bool // "NODE via TRANSIT" given up on by a transit switch in this cycle
+	lastHealthyAt    time.Time       // last healthy check (or verified connect)
+	logSince         time.Time       // start of the last storm cooldown: older urltest errors do not count
+	stormAt          time.Time       // start of the current (or last) storm cooldown
+	connectStartedAt time.Time       // start of the current connect attempt
+	accountRetries   int             // consecutive "Account check failed" connects
 	attempts         []time.Time     // automatic connect attempts, for the rate limit
 	rateLimitedUntil time.Time
 	nextCheckAt      time.Time
 	retryAt          time.Time
 	retryNode        string
 	retryReason      string
+	retryUnlimited   bool // the scheduled connect has its own backoff: no rate limit
 	authRetryAt      time.Time
 	lastHeartbeat    time.Time
 	wanLogged        bool
@@ -111,8 +120,11 @@ func New(s Settings, d Deps) (*Watchdog, error) {
 		s:        s,
 		state:    StateStarting,
 		node:     s.Node,
+		transit:  s.Transit,
 		tried:    map[string]bool{},
-		subs:     map[int]chan Event{},
+
+		triedTransit: map[string]bool{},
+		subs:         map[int]chan Event{},
 	}
 	if w.node == "" {
 		w.node = s.candidates()[0]
@@ -131,7 +143,8 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	w.opCtx, w.opCancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.mu.Unlock()
 
-	if err := w.startup(ctx); err != nil {
+	vt, haveVT, err := w.startup(ctx)
+	if err != nil {
 		if ctx.Err() != nil { // stopped during startup: a clean stop
 			w.stop(ctx, false)
 			return nil
@@ -142,6 +155,9 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.f.started = true
+	node, why := w.chooseStartLocked(vt, haveVT)
+	w.node = node
+	w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
 	w.startConnectLocked(w.node, "startup", true)
 	w.updateLocked("started")
 	w.mu.Unlock()
@@ -292,10 +308,10 @@ func (w *Watchdog) tickLocked() {
 		return
 	}
 	if due(w.retryAt, now) {
-		node, reason := w.retryNode, w.retryReason
-		w.retryAt = time.Time{}
+		node, reason, unlimited := w.retryNode, w.retryReason, w.retryUnlimited
+		w.retryAt, w.retryUnlimited = time.Time{}, false
 		if !w.f.connecting && w.canAutoConnectLocked(now) {
-			w.startConnectLocked(node, reason, false)
+			w.startConnectLocked(node, reason, unlimited)
 		}
 	}
 	if due(w.nextCheckAt, now) {
@@ -315,7 +331,7 @@ func (w *Watchdog) canAutoConnectLocked(now time.Time) bool {
 }
 
 func (w *Watchdog) scheduleConnectLocked(node string, at time.Time, reason string) {
-	w.retryAt, w.retryNode, w.retryReason = at, node, reason
+	w.retryAt, w.retryNode, w.retryReason, w.retryUnlimited = at, node, reason, false
 }
 
 // handleEventLocked dispatches an operation's result.

@@ -18,7 +18,7 @@ func TestStartupAndHealthySteadyState(t *testing.T) {
 		h.requireState(StateHealthy)
 		calls := wd.get().calls
 		wantPrefix := []string{
-			"fw.InstallMoat", "cleanup.stale-proxy", "cleanup.fwmark", "fw.ArmKillSwitch", // startup
+			"fw.InstallMoat", "vendor.Status", "cleanup.stale-proxy", "cleanup.fwmark", "fw.ArmKillSwitch", // startup (a look at the vendor's tunnel before cleanup)
 			"fw.FlushVendor", "fw.ArmKillSwitch", "vendor.Status", "vendor.Connect Dallas", "fw.RestoreLAN", // connect
 		}
 		if !slices.Equal(calls[:len(wantPrefix)], wantPrefix) {

@@ -136,6 +136,7 @@ type Main struct {
 	ProbeTimeout            time.Duration // one probe request
 
 	FailOpen        bool // after repeated login failure, open the kill switch (default: stay closed)
+	StrictDirect    bool // the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go)
 	IPv6            IPv6Policy
 	ExpectedCountry string // exit country of a healthy tunnel
 	DomesticCountry string // exit country that means traffic left without the tunnel
@@ -294,6 +295,7 @@ func Default() *Config {
 			DomesticConfirm:         3 * time.Second,
 			ProbeTimeout:            5 * time.Second,
 			FailOpen:                false,
+			StrictDirect:            true,
 			IPv6:                    IPv6Block,
 			ExpectedCountry:         "US",
 			DomesticCountry:         "CN",

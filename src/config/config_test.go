@@ -57,6 +57,7 @@ func TestDefaultsAreTheDesignNumbers(t *testing.T) {
 		{"storm_cooldown", c.Main.StormCooldown, 600 * time.Second},
 		{"heartbeat", c.Main.HeartbeatInterval, 600 * time.Second},
 		{"fail_open", c.Main.FailOpen, false},
+		{"strict_direct", c.Main.StrictDirect, true},
 		{"ipv6", c.Main.IPv6, IPv6Block},
 		{"503 count", c.Storm503.Count, 10},
 		{"503 window", c.Storm503.Window, 300 * time.Second},

@@ -37,6 +37,7 @@ config surflare 'main'
 	option domestic_confirm '1500ms'
 	option probe_timeout '2'
 	option fail_open 'yes'
+	option strict_direct '0'
 	option ipv6 'proxy'
 	option expected_country 'JP'
 	option domestic_country 'RU'
@@ -148,7 +149,7 @@ func everyOptionWant() *Config {
 		HeartbeatInterval: 0, StormCooldown: 15 * time.Minute, ReconnectWindow: time.Hour,
 		ReconnectLimit: 0, CascadeAfter: 3, ConnectLocalTimeout: 15 * time.Second,
 		ConnectDataplaneTimeout: 45 * time.Second, DomesticConfirm: 1500 * time.Millisecond,
-		ProbeTimeout: 2 * time.Second, FailOpen: true, IPv6: IPv6Proxy,
+		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, IPv6: IPv6Proxy,
 		ExpectedCountry: "JP", DomesticCountry: "RU", Username: "user@example.org",
 		LANInterface: "br-home", WANDevice: "pppoe-wan", WANInterfaces: []string{"wan_4g"},
 		LANSubnets: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("fd00:1::/64")},

@@ -75,6 +75,7 @@ func (m *Main) options() []option {
 		seconds("domestic_confirm", &m.DomesticConfirm, 0, time.Hour),
 		seconds("probe_timeout", &m.ProbeTimeout, 100*time.Millisecond, 10*time.Minute),
 		boolean("fail_open", &m.FailOpen),
+		boolean("strict_direct", &m.StrictDirect),
 		choice("ipv6", &m.IPv6, IPv6Block, IPv6Proxy),
 		str("expected_country", &m.ExpectedCountry, countryCode),
 		str("domestic_country", &m.DomesticCountry, countryCode),

@@ -1,0 +1,109 @@
+package fastsignal
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeCounters is a counter table the test moves.
+type fakeCounters struct{ v map[string]uint64 }
+
+func (f *fakeCounters) read(context.Context) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for k, v := range f.v {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func newTestCounterWatch(t *testing.T, f *fakeCounters) (*CounterWatch, *[]string) {
+	t.Helper()
+	var fired []string
+	w, err := NewCounterWatch(CounterOptions{
+		Read:    f.read,
+		Watch:   map[string]string{"rst_in": "RSTs from relays", "blocked_out": "router traffic dropped"},
+		Trigger: func(r string) { fired = append(fired, r) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, &fired
+}
+
+// A quiet counter that suddenly moves by a burst triggers one check and is
+// remembered as evidence for BurstMemory; one that always moves at the
+// same rate never triggers.
+func TestCounterWatchJumpVersusSteadyRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeCounters{v: map[string]uint64{"rst_in": 0, "blocked_out": 1000, "syn_out": 0}}
+		w, fired := newTestCounterWatch(t, f)
+		ctx := context.Background()
+		for range 40 { // blocked_out: 20 drops a second, every second
+			w.Tick(ctx)
+			f.v["blocked_out"] += 20
+			f.v["syn_out"] += 500 // not watched
+			time.Sleep(time.Second)
+		}
+		if len(*fired) != 0 {
+			t.Fatalf("steady rates triggered: %q", *fired)
+		}
+		f.v["rst_in"] += 3 // a few: below MinJump
+		w.Tick(ctx)
+		time.Sleep(time.Second)
+		if len(*fired) != 0 {
+			t.Fatalf("3 RSTs triggered: %q", *fired)
+		}
+		f.v["rst_in"] += 40
+		w.Tick(ctx)
+		if len(*fired) != 1 || !strings.Contains((*fired)[0], "rst_in +40 (RSTs from relays)") {
+			t.Fatalf("triggers = %q, want one naming rst_in +40", *fired)
+		}
+		if js := w.Recent("rst_in"); len(js) != 1 || js[0].Delta != 40 {
+			t.Fatalf("Recent = %+v", js)
+		}
+		ev := Evidence{Counters: w, RSTName: "rst_in"}
+		if why, ok := ev.Corroborate(time.Now(), "Dallas", "auto"); !ok || !strings.Contains(why, "40 RSTs") {
+			t.Fatalf("Corroborate = %q, %v", why, ok)
+		}
+		time.Sleep(DefaultBurstMemory + time.Second)
+		if _, ok := ev.Corroborate(time.Now(), "Dallas", "auto"); ok {
+			t.Fatal("an old burst still corroborates")
+		}
+	})
+}
+
+// A counter that goes down (the table was re-made) is a new start, not a
+// jump; triggers are at most one per gap.
+func TestCounterWatchResetAndGap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeCounters{v: map[string]uint64{"rst_in": 5000}}
+		w, fired := newTestCounterWatch(t, f)
+		ctx := context.Background()
+		w.Tick(ctx)
+		time.Sleep(time.Second)
+		f.v["rst_in"] = 0
+		w.Tick(ctx)
+		time.Sleep(time.Second)
+		for range minHistory { // the new table's rate is learnt first
+			w.Tick(ctx)
+			time.Sleep(time.Second)
+		}
+		if len(*fired) != 0 {
+			t.Fatalf("a counter reset triggered: %q", *fired)
+		}
+		for range 3 {
+			f.v["rst_in"] += 50
+			w.Tick(ctx)
+			time.Sleep(time.Second)
+			f.v["rst_in"] += 0
+			w.Tick(ctx)
+			time.Sleep(time.Second)
+		}
+		if len(*fired) != 1 {
+			t.Fatalf("triggers within the gap = %d, want 1", len(*fired))
+		}
+	})
+}

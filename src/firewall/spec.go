@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +177,14 @@ type Spec struct {
 	// handed to a proxy that is not listening, so clients fail fast while the
 	// watchdog reconnects. The kill switch stays as it is.
 	ProxyDown bool
+	// StrictDirect narrows what the proxy's own (0xff) traffic may reach
+	// to where a proxy legitimately goes direct (strict.go); ServerPorts
+	// are the vendor's server ports (its table's server_ports), accepted
+	// for 0xff TCP to any address so a relay the daemon has not learned
+	// yet is never cut.
+	StrictDirect bool
+	ServerPorts  []uint16
+
 	// ProbeSrc are the source addresses of the daemon's LAN probe (probe 7
 	// runs from a namespace on the LAN bridge): their TCP goes to the proxy
 	// even while ProxyDown tombstones everyone else's (probe.go).
@@ -236,6 +245,9 @@ func (s Spec) Validate() error {
 	}
 	if s.LocalResolverPort == 0 {
 		bad("local resolver port is 0")
+	}
+	if slices.Contains(s.ServerPorts, 0) {
+		bad("vendor server port 0")
 	}
 	checkPrefixes := func(what string, ps []netip.Prefix, want4, want6 bool) {
 		for _, p := range ps {

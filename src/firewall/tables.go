@@ -154,11 +154,9 @@ func killSwitchTable(s Spec) tableSpec {
 		out = append(out, ipv6LinkControl(famInet)...)
 		out = append(out, r("out-block-v6").nfproto(true).counterNamed(CounterBlockedV6).drop())
 	}
-	out = append(out,
-		r("out-mark-tunnel").mark(MarkTunnel).accept(),
-		r("out-mark-direct").mark(MarkDirect).accept(),
-		r("out-endpoints4").addrLookup(false, false, SetEndpoints4).accept(),
-	)
+	out = append(out, r("out-mark-tunnel").mark(MarkTunnel).accept())
+	out = append(out, directAccepts(s)...) // strict.go
+	out = append(out, r("out-endpoints4").addrLookup(false, false, SetEndpoints4).accept())
 	if v6 {
 		out = append(out, r("out-endpoints6").addrLookup(true, false, SetEndpoints6).accept())
 	}
@@ -180,10 +178,12 @@ func killSwitchTable(s Spec) tableSpec {
 	if v6 {
 		out = append(out, r("out-cn-direct6").addrLookup(true, false, SetCNDirect6).accept())
 	}
-	out = append(out,
-		r("out-domestic").addrLookup(false, false, SetDomestic).accept(),
-		r("out-blocked").counterNamed(CounterBlockedOut).drop(),
-	)
+	out = append(out, r("out-domestic").addrLookup(false, false, SetDomestic).accept())
+	out = append(out, directRejects(s)...) // strict.go
+	out = append(out, r("out-blocked").counterNamed(CounterBlockedOut).drop())
+	if s.StrictDirect {
+		t.counters = append(t.counters, CounterDirectBlocked)
+	}
 	t.chains = append(t.chains, chainSpec{name: "output", typ: nftables.ChainTypeFilter,
 		hook: hook(nftables.ChainHookOutput), prio: PrioKillSwitch, policy: nftables.ChainPolicyDrop, rules: out})
 

@@ -40,6 +40,10 @@ func goldenSpecs() map[string]Spec {
 	d := labSpec()
 	d.ProxyDown = true
 	out["router-tombstoned"] = d
+	st := s
+	st.StrictDirect = true
+	st.ServerPorts = []uint16{8443, 9443}
+	out["router-strict"] = st
 	return out
 }
 

@@ -116,6 +116,7 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 		w.rotateLocked("domestic exit: " + r.Reason)
 	case w.f.consecutiveFails >= w.s.FailThreshold:
 		w.rotateLocked(fmt.Sprintf("%d consecutive failed checks", w.f.consecutiveFails))
+	case w.rotateIfCorroboratedLocked(now): // fast recovery (corroborate.go)
 	default:
 		w.nextCheckAt = now.Add(w.s.DegradedInterval)
 	}

@@ -131,8 +131,11 @@ type Deps struct {
 	Network    Network
 	Signals    SignalSource
 	Override   Override
-	Lock       Releaser
-	Clock      Clock
+	// Corroborator, if set, lets a failed check below the threshold rotate
+	// when a strong signal names the current node (see "Fast recovery").
+	Corroborator Corroborator
+	Lock         Releaser
+	Clock        Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.
 	Cleanup []Step
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.

@@ -52,6 +52,30 @@
 //     next automatic attempt until the window has room. User commands are
 //     not rate limited.
 //
+// # Fast recovery
+//
+// The fail threshold (FailThreshold consecutive failed checks) protects
+// against rotating on a blip; on its own it makes a dead node cost
+// threshold x DegradedInterval. A failed check (not LOCAL_FAIL, which
+// reconnects at once anyway, nor DOMESTIC_EXIT, which rotates at once) is
+// treated as reaching the threshold when Deps.Corroborator names the
+// current node broken by an independent, recent signal:
+//
+//   - the proxy's own urltest failed for the current node via the current
+//     transit and via at least one more transit within the last 15 s,
+//     while fewer than half of the other nodes failed via that transit
+//     (if they did, the relay or the uplink is to blame, not the node);
+//   - a burst of RSTs from the relays (the moat's rst_in counter jumped
+//     well above its recent rate) within the last 15 s.
+//
+// Evidence alone never rotates (no failed check, no rotation), and a
+// failed check without evidence waits for the threshold as before, so a
+// lossy but working path does not rotate. The signals that produce the
+// evidence (package fastsignal) also ask for a check at once, together
+// with the proxy's exit (pidfd) and jumps of the kill switch's drop
+// counters, instead of waiting for the next CheckInterval. It logs
+// "Fast recovery: failed check on X corroborated (...)".
+//
 // # Authentication
 //
 // Auth is reactive: `surflare status` is consulted before every connect and,

@@ -1,0 +1,33 @@
+package watchdog
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Corroborator tells, after a failed check, whether a strong signal names
+// the current node as broken right now (fastsignal.Evidence: the proxy's
+// own urltest of that node failing on several transits in the last seconds
+// while other nodes pass; a burst of RSTs from the relays). A failed check
+// it corroborates counts as reaching the fail threshold.
+type Corroborator interface {
+	Corroborate(now time.Time, node, transit string) (reason string, broken bool)
+}
+
+// rotateIfCorroboratedLocked is the fast-recovery rule (package doc): a
+// failed check below the threshold rotates at once when Deps.Corroborator
+// names the current node broken. It reports whether it rotated.
+func (w *Watchdog) rotateIfCorroboratedLocked(now time.Time) bool {
+	if w.d.Corroborator == nil {
+		return false
+	}
+	why, broken := w.d.Corroborator.Corroborate(now, w.node, w.transit)
+	if !broken {
+		return false
+	}
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Fast recovery: failed check on %s corroborated (%s); not waiting for %d failed checks",
+		w.node, why, w.s.FailThreshold))
+	w.rotateLocked(fmt.Sprintf("failed check corroborated: %s", why))
+	return true
+}

@@ -1,0 +1,99 @@
+package watchdog
+
+import (
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeCorroborator names Dallas broken while broken is set, and records
+// what it was asked.
+type fakeCorroborator struct {
+	broken *atomic.Bool
+	asked  *atomic.Int32
+}
+
+func (c fakeCorroborator) Corroborate(_ time.Time, node, transit string) (string, bool) {
+	c.asked.Add(1)
+	if node == "Dallas" && transit == "auto" && c.broken.Load() {
+		return "urltest failed for Dallas via Tokyo, auto", true
+	}
+	return "", false
+}
+
+// A failed check with corroborating evidence rotates at once; the same
+// failure without it waits for the threshold, as before.
+func TestCorroboratedFailureRotatesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		evidence   bool
+		wantRotate bool
+	}{
+		{"corroborated", true, true},
+		{"uncorroborated", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld()
+				s := testSettings(t)
+				var broken atomic.Bool
+				var asked atomic.Int32
+				broken.Store(tc.evidence)
+				h := start(t, s, wd, func(d *Deps) { d.Corroborator = fakeCorroborator{&broken, &asked} })
+				h.requireState(StateHealthy)
+				h.advance(time.Minute)
+				wd.set(func(w *world) { w.dead["Dallas"] = true })
+				if err := h.w.Check(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				h.advance(time.Second) // one check, far below the threshold's 4
+				got := h.connects()
+				rotated := len(got) >= 2 && got[1] == "Los Angeles"
+				if rotated != tc.wantRotate {
+					t.Fatalf("connects = %q after one failed check (evidence %v); want rotation %v\n%s",
+						got, tc.evidence, tc.wantRotate, strings.Join(h.logs(), "\n"))
+				}
+				if asked.Load() == 0 {
+					t.Fatal("the corroborator was never asked")
+				}
+				if tc.wantRotate {
+					if h.logged("Fast recovery: failed check on Dallas corroborated (urltest failed for Dallas via Tokyo, auto)") != 1 {
+						t.Errorf("fast recovery not logged:\n%s", strings.Join(h.logs(), "\n"))
+					}
+					h.advance(5 * time.Second)
+					h.requireState(StateHealthy)
+				} else {
+					h.requireState(StateDegraded)
+				}
+				h.stop()
+			})
+		})
+	}
+}
+
+// A passing check never asks for evidence, and evidence alone (no failed
+// check) never rotates.
+func TestEvidenceAloneNeverRotates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		var broken atomic.Bool
+		var asked atomic.Int32
+		broken.Store(true)
+		h := start(t, s, wd, func(d *Deps) { d.Corroborator = fakeCorroborator{&broken, &asked} })
+		h.requireState(StateHealthy)
+		for range 5 {
+			h.w.Check(t.Context())
+			h.advance(s.CheckInterval)
+		}
+		if got := h.connects(); len(got) != 1 {
+			t.Fatalf("connects = %q with healthy checks and evidence, want only the first", got)
+		}
+		if n := asked.Load(); n != 0 {
+			t.Fatalf("asked %d times with every check passing", n)
+		}
+		h.stop()
+	})
+}

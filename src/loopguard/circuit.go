@@ -12,9 +12,9 @@ import (
 
 // tally is one judged sample: in-flight connections per destination (both
 // halves of a looped connection name the same one), and the looped ones
-// per destination — accepted sockets whose original destination it is.
-// For a relay that can only be the proxy's own connection come back: LAN
-// clients do not dial the vendor's relays.
+// per destination: accepted sockets whose peer is one of the proxy's own
+// outbound sockets to that destination — the proxy's connection come
+// back to itself. A LAN client's accepted socket never pairs up so.
 type tally struct {
 	inflight int
 	per      map[netip.AddrPort]int
@@ -23,17 +23,30 @@ type tally struct {
 
 func count(conns []detect.Conn) tally {
 	t := tally{per: map[netip.AddrPort]int{}, looped: map[netip.AddrPort]int{}}
+	out := outboundPairs(conns)
 	for _, c := range conns {
 		if !c.InFlight() {
 			continue
 		}
 		t.inflight++
 		t.per[c.Dst()]++
-		if !c.Outbound {
+		if !c.Outbound && out[[2]netip.AddrPort{c.Remote, c.Local}] {
 			t.looped[c.Local]++
 		}
 	}
 	return t
+}
+
+// outboundPairs are the (local, remote) tuples of the proxy's outbound
+// sockets.
+func outboundPairs(conns []detect.Conn) map[[2]netip.AddrPort]bool {
+	out := map[[2]netip.AddrPort]bool{}
+	for _, c := range conns {
+		if c.Outbound {
+			out[[2]netip.AddrPort{c.Local, c.Remote}] = true
+		}
+	}
+	return out
 }
 
 // topUnblocked is the busiest destination without an open circuit, its
@@ -159,25 +172,20 @@ func (g *Guard) close(ctx context.Context, c *circuit, now time.Time) {
 	}
 }
 
-// cut destroys the looped sockets to dst: the accepted halves (their
-// original destination is dst) and the outbound halves they pair with
-// (remote dst, local the accepted half's peer). An outbound socket to dst
-// with no accepted twin is the proxy's real connection and is spared.
+// cut destroys the looped sockets to dst: both halves of every pair — an
+// outbound socket to dst and the accepted socket it came back as (local
+// dst, remote the outbound socket's local end). An outbound socket to dst
+// with no accepted twin is the proxy's real connection, an accepted one
+// with no outbound twin a LAN client's: both are spared.
 func (g *Guard) cut(dst netip.AddrPort, conns []detect.Conn) int {
 	if g.o.Killer == nil {
 		return 0
 	}
-	peers := map[netip.AddrPort]bool{}
+	out := outboundPairs(conns)
 	var victims []detect.Conn
 	for _, c := range conns {
-		if !c.Outbound && c.Local == dst {
-			peers[c.Remote] = true
-			victims = append(victims, c)
-		}
-	}
-	for _, c := range conns {
-		if c.Outbound && c.Remote == dst && peers[c.Local] {
-			victims = append(victims, c)
+		if !c.Outbound && c.Local == dst && out[[2]netip.AddrPort{c.Remote, c.Local}] {
+			victims = append(victims, c, detect.Conn{Local: c.Remote, Remote: c.Local, Outbound: true})
 		}
 	}
 	n, failed := 0, 0

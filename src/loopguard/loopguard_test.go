@@ -219,7 +219,8 @@ func (k *fakeKiller) Kill(local, remote netip.AddrPort) error {
 }
 
 // Opening a circuit destroys both halves of every looped connection, but
-// not the proxy's real connection to the same relay (no accepted twin).
+// not the proxy's real connection to the same relay (no accepted twin) nor
+// a LAN client's connection to it (no outbound twin).
 func TestGuardCutsLoopedSockets(t *testing.T) {
 	k := &fakeKiller{}
 	clk := &clock{t: t0}
@@ -228,13 +229,14 @@ func TestGuardCutsLoopedSockets(t *testing.T) {
 		t.Fatal(err)
 	}
 	real := detect.Conn{Local: netip.MustParseAddrPort("198.18.0.2:50000"), Remote: loopDst, State: detect.StateEstablished, Outbound: true}
-	g.Observe(context.Background(), append(loopTo(loopDst, 200, 0), real))
+	lan := detect.Conn{Local: loopDst, Remote: netip.MustParseAddrPort("198.18.1.50:51000"), State: detect.StateEstablished}
+	g.Observe(context.Background(), append(loopTo(loopDst, 200, 0), real, lan))
 	if len(k.killed) != 200 {
 		t.Fatalf("killed %d sockets, want the 200 looped ones", len(k.killed))
 	}
 	for _, s := range k.killed {
-		if strings.HasPrefix(s, "198.18.0.2:50000>") {
-			t.Errorf("the proxy's real relay connection was cut")
+		if strings.HasPrefix(s, "198.18.0.2:50000>") || strings.Contains(s, "198.18.1.50") {
+			t.Errorf("a connection that is not a loop was cut: %s", s)
 		}
 	}
 	st := g.State()

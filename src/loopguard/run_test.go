@@ -45,12 +45,13 @@ func TestTickSamplesOnlyAboveTheGate(t *testing.T) {
 	// The loop's sockets are gone (gauge low again), but the circuit is
 	// open: it keeps sampling until the circuit has closed.
 	gauge, s.conns = 10, nil
-	for range 20 {
+	ticks := int(DefaultHold/DefaultInterval) + 2
+	for range ticks {
 		clk.t = clk.t.Add(DefaultInterval)
 		g.Tick(ctx)
 	}
 	if g.State().Open {
-		t.Fatalf("still open after %v drained", 20*DefaultInterval)
+		t.Fatalf("still open after %v drained", time.Duration(ticks)*DefaultInterval)
 	}
 	n := s.calls
 	g.Tick(ctx)

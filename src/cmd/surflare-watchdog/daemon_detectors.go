@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/keepalive"
@@ -69,6 +71,7 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 			if l.Is503() {
 				s.storm.Record(l.Time)
 			}
+			d.fast.observeLine(l)
 		}
 		lh, err := loghealth.NewMonitor(o)
 		if err != nil {
@@ -78,14 +81,13 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 			d.goAux(ctx, "log health", lh.Run)
 		}
 	}
-	g, err := loopguard.New(loopguard.FromConfig(c, d.fw.fw))
-	if err != nil {
-		d.log.Error("Loop guard disabled", "err", err)
-	} else {
-		s.guard = g
-	}
+	d.startLoopGuard(ctx, c)
 	relays := newRelayLearner(d.fw, d.log)
 	d.goAux(ctx, "relay learner", relays.run)
+	if c.Main.StrictDirect {
+		w := &serverPortsWatch{fw: d.fw, log: d.log, seen: map[uint16]bool{}}
+		d.goAux(ctx, "server ports", w.run)
+	}
 	if c.Detector.Enabled {
 		sampler, err := detect.NewProxySampler(detect.SamplerOptions{PIDs: d.procs.PIDs(c.Vendor.ProxyComm)})
 		if err != nil {
@@ -93,9 +95,6 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 		} else {
 			o := detect.FromConfig(c, sampler, trig)
 			o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) {
-				if s.guard != nil {
-					s.guard.Observe(ctx, conns)
-				}
 				relays.observe(ctx, conns)
 			}
 			det, err := detect.New(o)
@@ -113,6 +112,47 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 	}
 	s.proxy = &proxyWatch{procs: d.procs, comm: c.Vendor.ProxyComm, clamp: s.clamp, guard: s.guard, log: d.log}
 	return nil
+}
+
+// startLoopGuard builds the loop guard with its own sampler and socket
+// killer and runs it: it checks its gate every 250 ms, independently of the
+// early detector's 3 s samples. Off (min_active < 0), it only shows in
+// status.
+func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
+	o := loopguard.FromConfig(c, d.fw.fw)
+	if !c.LoopGuard.Enabled() {
+		d.sig.guard, _ = loopguard.New(o)
+		return
+	}
+	sampler, err := detect.NewProxySampler(detect.SamplerOptions{PIDs: d.procs.PIDs(c.Vendor.ProxyComm)})
+	if err != nil {
+		d.log.Error("Loop guard disabled", "err", err)
+		return
+	}
+	o.Sampler = sampler
+	k, err := loopguard.NewSocketKiller(netns.None())
+	if err != nil {
+		d.log.Warn("Loop guard: looped sockets will not be cut", "err", err)
+	} else {
+		o.Killer = k
+	}
+	release := func() {
+		sampler.Close()
+		if k != nil {
+			k.Close()
+		}
+	}
+	g, err := loopguard.New(o)
+	if err != nil {
+		release()
+		d.log.Error("Loop guard disabled", "err", err)
+		return
+	}
+	d.sig.guard = g
+	d.goAux(ctx, "loop guard", func(ctx context.Context) error {
+		defer release()
+		return g.Run(ctx)
+	})
 }
 
 // stopSignals releases what outlives the aux context: the clamp's cgroup.

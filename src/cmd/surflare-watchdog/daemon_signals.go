@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,7 +87,12 @@ func (s *signals) SignalStates() []watchdog.SignalState {
 		case !st.Enabled:
 			state = "off"
 		case st.Open:
-			state, detail = "open", fmt.Sprintf("blocking %s (in-flight %d, top %d)", st.Dst, st.InFlight, st.Top)
+			var dsts []string
+			for _, c := range st.Circuits {
+				dsts = append(dsts, c.Dst.String())
+			}
+			state, detail = "open", fmt.Sprintf("blocking %s (in-flight %d, top %d, %d looped sockets cut)",
+				strings.Join(dsts, ", "), st.InFlight, st.Top, st.Cut)
 		}
 		if st.Advice != "" {
 			detail += "; " + st.Advice

@@ -156,6 +156,13 @@ func labConfig(l *Lab) uciFile {
 		list("domestic_upstream", DomesticDNS.String()).
 		list("blocked_doh", ForeignDNS.String(), DoH.String())
 
+	// The fake proxy runs with RLIMIT_NOFILE 1024 (fakes.DefaultProxyNofile);
+	// the loop guard's default gate (1000 in flight, ~2000 descriptors)
+	// would trip only after a loop had exhausted them. 200 is what the
+	// daemon itself advises at 1024 (loopguard.CheckHeadroom): the lab
+	// follows that advice, as a router owner would.
+	f.section("loopguard", "loopguard").opt("min_active", "200")
+
 	probe := func(name, kind, url string) { f.section("probe", name).opt("kind", kind).opt("url", url) }
 	probe("search", "search", "http://"+Search.String()+"/generate_204")
 	for i, a := range CDNTrace {

@@ -44,6 +44,7 @@ type daemon struct {
 	prober *reloadableProber
 	probe  *probeNS
 	sig    *signals
+	fast   *fastSignals // daemon_fast.go
 	procs  nsProcs
 
 	ubus *ubus.Service // nil on a laptop
@@ -239,6 +240,7 @@ func (d *daemon) run(ctx context.Context) error {
 	d.prober = &reloadableProber{}
 	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))
 
+	d.startFast(auxCtx, c)
 	if err := d.startSignals(auxCtx, c); err != nil {
 		return err
 	}
@@ -273,6 +275,7 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.sig.storm != nil {
 		deps.Override = stormOverride{d.sig.storm}
 	}
+	deps.Corroborator = d.fast.evidence()
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
 		return err
 	}

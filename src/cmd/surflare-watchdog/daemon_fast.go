@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync/atomic"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/fastsignal"
+	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/watchdog"
+)
+
+// fastSignals are the cheap signals that ask the engine for a check at
+// once (package fastsignal): the proxy's exit (pidfd), the current node's
+// urltest failures in the last seconds, and jumps of the kill switch's and
+// the moat's counters. Their evidence also lets one failed check rotate
+// (watchdog.Corroborator). Any part may be nil.
+type fastSignals struct {
+	tracker  *fastsignal.ProxyTracker
+	logs     *fastsignal.LogWatch
+	counters *fastsignal.CounterWatch
+}
+
+// fastCounter says which counters the counter watch follows and what a
+// jump of each means. The kill switch's router-side drops include the
+// proxy's own traffic once strict direct is on (a proxy going direct is
+// dropped there, or in a counter whose name has "direct" in it); RSTs from
+// relays are a path being reset (or RST injection).
+func fastCounter(name string) (string, bool) {
+	switch {
+	case name == firewall.CounterBlockedOut:
+		return "router traffic dropped by the kill switch", true
+	case name == firewall.CounterRstIn:
+		return "RSTs from relays", true
+	case strings.Contains(name, "direct"):
+		return "the proxy's direct traffic dropped (strict direct)", true
+	}
+	return "", false
+}
+
+// proxyCache is the proxy tracker behind nsProcs (shared by every copy).
+type proxyCache struct {
+	v atomic.Pointer[proxyCacheEntry]
+}
+
+type proxyCacheEntry struct {
+	comm string
+	t    *fastsignal.ProxyTracker
+}
+
+func (c *proxyCache) tracker(name string) *fastsignal.ProxyTracker {
+	if c == nil {
+		return nil
+	}
+	if e := c.v.Load(); e != nil && e.comm == name {
+		return e.t
+	}
+	return nil
+}
+
+// pids answers from the tracker when every pid it knows is still alive by
+// its stat (one small read each). known is false — the caller scans /proc —
+// when it cannot: not running yet, another name, no proxy known (one may
+// have just started: the connection killer must never mistake a new
+// proxy's sockets for the old one's), or a known pid gone; the tracker is
+// poked then, so its own cache follows.
+func (c *proxyCache) pids(name string) (pids []int, known bool) {
+	t := c.tracker(name)
+	if t == nil {
+		return nil, false
+	}
+	pids, err := t.PIDs()
+	if err != nil || len(pids) == 0 {
+		return nil, false
+	}
+	for _, p := range pids {
+		if !fastsignal.ProcAlive(p) {
+			t.Poke()
+			return nil, false
+		}
+	}
+	return pids, true
+}
+
+// alive is true (known) when a tracked pid is alive; otherwise a real
+// scan decides.
+func (c *proxyCache) alive(name string) (alive, known bool) {
+	_, ok := c.pids(name)
+	return ok, ok
+}
+
+// fastTrigger asks the engine for a check, but only while it supervises a
+// connected tunnel (healthy or degraded): during a connect, a cooldown or a
+// pause a check is refused anyway, and the request would only be noise.
+func (d *daemon) fastTrigger(ctx context.Context) func(string) {
+	trig := d.trigger(ctx)
+	return func(reason string) {
+		w := d.engine.Load()
+		if w == nil {
+			return
+		}
+		switch w.Status().State {
+		case watchdog.StateHealthy, watchdog.StateDegraded:
+			trig(reason)
+		default:
+			d.log.Debug("Fast signal while not supervising a tunnel", "reason", reason)
+		}
+	}
+}
+
+// currentTunnel is the engine's node and transit ("" before it exists).
+func (d *daemon) currentTunnel() (node, transit string) {
+	if w := d.engine.Load(); w != nil {
+		st := w.Status()
+		return st.Node, st.Transit
+	}
+	return "", ""
+}
+
+// startFast builds and starts the fast signals. Call it before
+// startSignals (the detectors' proxy scans go through the tracker) and
+// before the engine is built (its Corroborator is d.fast.evidence()).
+func (d *daemon) startFast(ctx context.Context, c *config.Config) {
+	f := &fastSignals{}
+	d.fast = f
+	trig := d.fastTrigger(ctx)
+	comm := c.Vendor.ProxyComm
+
+	t, err := fastsignal.NewProxyTracker(fastsignal.TrackerOptions{
+		Find: func() ([]int, error) { return d.procs.scanPIDs(comm) },
+		OnExit: func(pid int) {
+			d.log.Warn(fmt.Sprintf("Proxy exited: pid %d", pid))
+			trig(fmt.Sprintf("PROXY_EXIT: %s (pid %d) exited", comm, pid))
+		},
+	})
+	if err != nil {
+		d.log.Error("Proxy tracker disabled", "err", err)
+	} else {
+		f.tracker = t
+		d.procs.proxy.v.Store(&proxyCacheEntry{comm: comm, t: t})
+		d.goAux(ctx, "proxy tracker", t.Run)
+	}
+
+	if c.LogHealth.Enabled {
+		lw, err := fastsignal.NewLogWatch(fastsignal.LogOptions{
+			Current: d.currentTunnel, Nodes: c.Main.Candidates, Trigger: trig,
+		})
+		if err != nil {
+			d.log.Error("Fast log signal disabled", "err", err)
+		} else {
+			f.logs = lw
+		}
+	}
+
+	cw, err := fastsignal.NewCounterWatch(fastsignal.CounterOptions{
+		Read: d.readFastCounters, Watch: fastCounter, Trigger: trig,
+	})
+	if err != nil {
+		d.log.Error("Counter watch disabled", "err", err)
+	} else {
+		f.counters = cw
+		d.goAux(ctx, "counter watch", cw.Run)
+	}
+}
+
+// readFastCounters is the kill switch's counters and the moat's RSTs from
+// relays, in one map (their names do not overlap).
+func (d *daemon) readFastCounters(ctx context.Context) (map[string]uint64, error) {
+	ks, kerr := d.fw.fw.KillSwitchCounters(ctx)
+	m, merr := d.fw.fw.MoatCounters(ctx)
+	if kerr != nil && merr != nil {
+		return nil, fmt.Errorf("kill switch: %w; moat: %w", kerr, merr)
+	}
+	out := map[string]uint64{}
+	maps.Copy(out, ks)
+	if merr == nil {
+		out[firewall.CounterRstIn] = m.RstIn
+	}
+	return out, nil
+}
+
+// observeLine feeds log health's urltest errors to the short window.
+func (f *fastSignals) observeLine(l loghealth.Line) {
+	if f != nil && f.logs != nil {
+		f.logs.Observe(l)
+	}
+}
+
+// evidence is the engine's Corroborator, nil when no source runs.
+func (f *fastSignals) evidence() watchdog.Corroborator {
+	if f == nil || (f.logs == nil && f.counters == nil) {
+		return nil
+	}
+	return fastsignal.Evidence{Log: f.logs, Counters: f.counters, RSTName: firewall.CounterRstIn}
+}
+
+// pokeTracker rescans for the proxy at once (a transition: a connect
+// started or finished one).
+func (f *fastSignals) pokeTracker() {
+	if f != nil && f.tracker != nil {
+		f.tracker.Poke()
+	}
+}

@@ -40,9 +40,9 @@ type CounterOptions struct {
 	// Read returns the current packet counts by name (one netlink dump per
 	// table). Required.
 	Read func(ctx context.Context) (map[string]uint64, error)
-	// Watch names the counters that matter and what a jump means, e.g.
-	// {"rst_in": "RSTs from relays"}.
-	Watch map[string]string
+	// Watch says whether a counter matters and what a jump of it means
+	// (e.g. "rst_in" -> "RSTs from relays"). Required.
+	Watch func(name string) (meaning string, watched bool)
 	// Trigger asks the engine for a check; it must not block.
 	Trigger func(reason string)
 
@@ -82,7 +82,7 @@ type sample struct {
 
 // NewCounterWatch checks o and fills defaults.
 func NewCounterWatch(o CounterOptions) (*CounterWatch, error) {
-	if o.Read == nil || len(o.Watch) == 0 {
+	if o.Read == nil || o.Watch == nil {
 		return nil, errors.New("counter watch: nothing to read or watch")
 	}
 	if o.Interval <= 0 {
@@ -137,8 +137,8 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 	}
 	w.errLogged = false
 	var jumps []string
-	for name, what := range w.o.Watch {
-		v, ok := cs[name]
+	for name, v := range cs {
+		what, ok := w.o.Watch(name)
 		if !ok {
 			continue
 		}
@@ -195,4 +195,12 @@ func (w *CounterWatch) Recent(name string) []Jump {
 		}
 	}
 	return out
+}
+
+// Names is a CounterOptions.Watch over a fixed table of names and meanings.
+func Names(m map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		what, ok := m[name]
+		return what, ok
+	}
 }

@@ -24,7 +24,7 @@ func newTestCounterWatch(t *testing.T, f *fakeCounters) (*CounterWatch, *[]strin
 	var fired []string
 	w, err := NewCounterWatch(CounterOptions{
 		Read:    f.read,
-		Watch:   map[string]string{"rst_in": "RSTs from relays", "blocked_out": "router traffic dropped"},
+		Watch:   Names(map[string]string{"rst_in": "RSTs from relays", "blocked_out": "router traffic dropped"}),
 		Trigger: func(r string) { fired = append(fired, r) },
 	})
 	if err != nil {

@@ -212,7 +212,7 @@ func WatchExit(ctx context.Context, pid int, poll time.Duration) error {
 		return err
 	}
 	for {
-		if !procAlive(pid) {
+		if !ProcAlive(pid) {
 			return nil
 		}
 		select {
@@ -262,8 +262,8 @@ func watchPidfd(ctx context.Context, pid int) error {
 	return fmt.Errorf("waiting on the pidfd of %d: %w", pid, err)
 }
 
-// procAlive reads /proc/PID/stat: gone, zombie or dead is not alive.
-func procAlive(pid int) bool {
+// ProcAlive reads /proc/PID/stat: gone, zombie or dead is not alive.
+func ProcAlive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false

@@ -23,16 +23,56 @@
 // candidate after the current one that has not yet failed in the current
 // cycle, skipping nodes whose log health (urltest errors of NODE via
 // TRANSIT) is above the threshold, unless that data is stale. When every
-// remaining candidate is marked dead, the first of them is tried anyway: log
-// health is evidence, not proof, and a node that just came back still has
-// errors in its window.
+// remaining candidate is marked dead, the one whose last urltest error is
+// oldest is tried anyway: log health is evidence, not proof, and a node that
+// just came back still has errors in its window.
 //
 // A cycle starts when a node fails and ends with the first healthy check.
 // A connect attempt that does not reach a healthy data plane is a failed
 // reconnect: the first is retried on the same node after the degraded
-// interval (a transient account-API error should not move the user), and
-// from the second consecutive failure on (CascadeAfter) the watchdog
-// fast-rotates: each further failure moves to the next candidate at once.
+// interval, unless the proxy's urltest of that node failed during the
+// attempt (then it is the node, and retrying only costs time); from the
+// second consecutive failure on (CascadeAfter) the watchdog fast-rotates:
+// each further failure moves to the next candidate at once.
+//
+// "Account check failed" from `surflare connect` means the vendor could not
+// reach its account API: the node is not to blame. It is not counted as a
+// failed reconnect, the node is not marked failed and nothing rotates; the
+// same node is retried after AccountRetryMin, doubling up to
+// AccountRetryMax (3, 6, 12 … 60 s), with the kill switch armed
+// ("Account API unreachable: retrying Dallas in 6s"). These retries have
+// their own backoff and are not counted by the reconnect rate limit.
+//
+// # Transit
+//
+// Settings.Transit is the default relay ("auto" lets the vendor pick);
+// rotation is by node. Log health is per NODE via TRANSIT, so before a node
+// is given up on (rotation or cascade) the transit is checked: when the
+// node has urltest errors via the current transit since the tunnel last
+// worked — for "auto", via a relay auto tries — and another known transit
+// has none for it, the same node is reconnected via that transit ("Transit
+// switch: Dallas via auto -> Dallas via Singapore"), each NODE via TRANSIT
+// at most once per cycle; the fewest recent errors across the candidates
+// win, then the default, then named relays before auto. Known transits are
+// the default, Settings.Transits, and every transit log health has named
+// (remembered in the memory file): the proxy logs only failures, so a relay
+// that never failed is otherwise unknown. The switched transit stays for
+// later rotations until a reload changes the configured one or a storm
+// cooldown starts a fresh cycle on it. This needs a NodeHealth that also
+// gives error times (PairReporter, as loghealth.Monitor does).
+//
+// # Restart memory
+//
+// The memory file (Settings.MemoryFile, <run_dir>/surflare_last_good.json,
+// 0600, atomic; crash cleanup leaves it) holds the last node proven healthy
+// with its transit and time, and the nodes that failed since. At startup,
+// before crash cleanup stops it, the vendor's running tunnel is looked at
+// (status and one check, within 5 s). The first node is: that tunnel's node
+// if it is healthy; else the last good node if younger than StartMemory
+// (1 h) and not failed since; else the configured node and candidates in
+// order, without nodes that failed within StartMemory — always skipping
+// nodes log health marks dead. The open cycle's failures carry over, so
+// rotation and storm protection continue across a kill -9.
 //
 // The seed design had two storm rules that contradict each other: "N
 // reconnects within the window means a storm: cool down" and "cool down when
@@ -44,9 +84,12 @@
 //     failed in the current cycle. It logs "Storm protection triggered",
 //     disconnects the vendor, keeps the kill switch armed and puts the
 //     firewall in cooldown (domestic and bypassed traffic keep working), and
-//     waits StormCooldown. Then it starts a fresh cycle from the first
-//     candidate. A user command (rotate, reconnect, reload) ends the cooldown
-//     early.
+//     waits StormCooldown. Then it starts a fresh cycle on the configured
+//     transit. The proxy was stopped during the cooldown, so urltest errors
+//     whose last occurrence is older than the cooldown's start no longer
+//     count: the cycle starts with the first candidate not failing since,
+//     and skips the nodes that fail again. A user command (rotate,
+//     reconnect, reload) ends the cooldown early, with the same rule.
 //   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
 //     never starts a cooldown and never resets a cycle: it only delays the
 //     next automatic attempt until the window has room. User commands are

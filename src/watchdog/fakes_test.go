@@ -56,11 +56,19 @@ type world struct {
 	cuts       []string
 	armErr     error
 	released   bool
+
+	transit    string             // transit of the running tunnel
+	badTransit map[string]bool    // tunnels via these transits carry nothing
+	connectAt  []time.Duration    // when Connect was called, since t0
+	pairs      map[string]pairErr // per "NODE via TRANSIT" urltest errors (fakePairs)
+	urltest    []string           // transits a running proxy urltests (fakePairs); nil = none
+	proxySince time.Time          // when the running proxy started
 }
 
 func newWorld() *world {
 	return &world{t0: time.Now(), dead: map[string]bool{}, domestic: map[string]bool{},
-		connectErr: map[string][]error{}, logErrors: map[string]int{}, logUpdated: time.Now()}
+		connectErr: map[string][]error{}, logErrors: map[string]int{}, logUpdated: time.Now(),
+		badTransit: map[string]bool{}, pairs: map[string]pairErr{}}
 }
 
 func (w *world) call(s string) {
@@ -81,7 +89,7 @@ func (w *world) get() *world { // snapshot of the scalar fields
 	defer w.mu.Unlock()
 	c := &world{calls: slices.Clone(w.calls), connected: w.connected, checks: w.checks,
 		loginAt: slices.Clone(w.loginAt), cuts: slices.Clone(w.cuts), released: w.released,
-		checkAt: slices.Clone(w.checkAt)}
+		checkAt: slices.Clone(w.checkAt), connectAt: slices.Clone(w.connectAt), transit: w.transit}
 	return c
 }
 
@@ -109,7 +117,7 @@ func (v fakeVendor) Status(ctx context.Context) (surflare.Status, error) {
 	case w.authGone:
 		return surflare.Status{State: surflare.StateAuthNeeded, Reason: "session expired"}, nil
 	case w.connected != "":
-		return surflare.Status{State: surflare.StateConnected, Node: w.connected}, nil
+		return surflare.Status{State: surflare.StateConnected, Node: w.connected, Transit: w.transit}, nil
 	}
 	return surflare.Status{State: surflare.StateDisconnected}, nil
 }
@@ -119,6 +127,7 @@ func (v fakeVendor) Connect(ctx context.Context, node, mode, transit string) err
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.call("vendor.Connect " + node)
+	w.connectAt = append(w.connectAt, w.since())
 	if q := w.connectErr[node]; len(q) > 0 {
 		err := q[0]
 		w.connectErr[node] = q[1:]
@@ -126,7 +135,8 @@ func (v fakeVendor) Connect(ctx context.Context, node, mode, transit string) err
 			return err
 		}
 	}
-	w.connected = node
+	w.connected, w.transit = node, transit
+	w.proxySince = time.Now()
 	w.proxyDown = false
 	return nil
 }
@@ -222,7 +232,7 @@ func (p fakeProber) Check(ctx context.Context) health.Result {
 		return health.Result{Outcome: health.LocalFail, Reason: "proxy process not running"}
 	case w.wanDown:
 		return health.Result{Outcome: health.LocalFail, WANDown: true, Reason: "WAN egress down"}
-	case w.dead[n] || w.authGone:
+	case w.dead[n] || w.authGone || w.badTransit[w.transit]:
 		return health.Result{Outcome: health.ProxyBroken, Reason: "no probe answered"}
 	case w.domestic[n]:
 		return health.Result{Outcome: health.DomesticExit, ExitCountry: "CN", ExitIP: "198.18.2.2", Reason: "domestic"}

@@ -34,7 +34,32 @@ func (w *Watchdog) pairsLocked() (map[string]loghealth.PairHealth, bool) {
 	if r.GeneratedAt.IsZero() || w.clock.Now().Sub(r.GeneratedAt) > w.s.LogHealthStale {
 		return nil, false
 	}
+	w.learnTransitsLocked(r.Nodes)
 	return r.Nodes, true
+}
+
+// learnTransitsLocked remembers every transit log health names: once a
+// relay has failed for some node, it is known to exist.
+func (w *Watchdog) learnTransitsLocked(pairs map[string]loghealth.PairHealth) {
+	changed := false
+	for _, p := range pairs {
+		if p.Transit != "" && !slices.Contains(w.mem.Transits, p.Transit) {
+			w.mem.Transits = append(w.mem.Transits, p.Transit)
+			changed = true
+		}
+	}
+	if changed {
+		slices.Sort(w.mem.Transits)
+		w.saveMemoryLocked()
+	}
+}
+
+// knownTransitsLocked: the configured default and list, and the learned.
+func (w *Watchdog) knownTransitsLocked() []string {
+	known := append([]string{w.s.Transit}, w.s.Transits...)
+	known = append(known, w.mem.Transits...)
+	slices.Sort(known)
+	return slices.Compact(known)
 }
 
 // lastErrorLocked is when node via transit last failed its urltest.
@@ -124,12 +149,7 @@ func (w *Watchdog) switchTransitLocked(node, reason string) bool {
 		}
 		return p.ErrorCount
 	}
-	known := []string{w.s.Transit}
-	for _, p := range pairs {
-		known = append(known, p.Transit)
-	}
-	slices.Sort(known)
-	known = slices.Compact(known)
+	known := w.knownTransitsLocked()
 
 	cur := w.transit
 	curErrs := recent(node, cur)

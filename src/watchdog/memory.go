@@ -32,6 +32,8 @@ type memory struct {
 	At            time.Time `json:"at,omitzero"`              // when it was last healthy
 	// Failed are the nodes that failed since At, with when.
 	Failed map[string]time.Time `json:"failed,omitempty"`
+	// Transits are the transit names learned from log health.
+	Transits []string `json:"transits,omitempty"`
 }
 
 // memoryRefresh is how often the healthy time is rewritten while nothing
@@ -45,7 +47,7 @@ func (w *Watchdog) rememberHealthyLocked() {
 	if m.Node == w.node && m.Transit == w.transit && len(m.Failed) == 0 && now.Sub(m.At) < memoryRefresh {
 		return
 	}
-	*m = memory{Node: w.node, Transit: w.transit, ConfigTransit: w.s.Transit, At: now}
+	*m = memory{Node: w.node, Transit: w.transit, ConfigTransit: w.s.Transit, At: now, Transits: m.Transits}
 	w.saveMemoryLocked()
 }
 

@@ -12,8 +12,12 @@ import (
 type Settings struct {
 	Node       string   // preferred node, connected first
 	Candidates []string // rotation order
-	Transit    string   // "auto" or a relay name
-	Mode       string   // "rule" or "global"
+	Transit    string   // "auto" or a relay name: the default
+	// Transits are the relay names a transit switch may choose besides
+	// Transit. The proxy logs only failures, so a relay that never failed
+	// is unknown to log health; names seen there are learned anyway.
+	Transits []string
+	Mode     string // "rule" or "global"
 
 	CheckInterval     time.Duration // between checks while healthy (30 s)
 	DegradedInterval  time.Duration // between checks after a failure (10 s)

@@ -1,0 +1,57 @@
+package watchdog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// After a storm cooldown the node that came back still has its
+// pre-cooldown urltest errors in the window. They no longer count: the new
+// cycle skips only nodes failing again since the cooldown started, and a
+// first connect the proxy's urltest shows failing is not retried.
+func TestAfterStormOnlyNewLogErrorsCount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wd.urltest = []string{"auto"}
+		s := testSettings(t)
+		s.ReconnectLimit = 100 // this test is about the storm alone
+		h := start(t, s, wd, withPairs(wd))
+		h.advance(time.Minute)
+		wd.set(func(w *world) {
+			for _, n := range s.Candidates {
+				w.dead[n] = true
+			}
+		})
+		h.advance(10 * time.Minute)
+		h.requireState(StateCooldown)
+		if st := h.w.Status(); !st.Candidates[2].Dead {
+			t.Errorf("Chicago not dead by log health before the cooldown: %+v", st.Candidates)
+		}
+		wd.set(func(w *world) { w.dead["Chicago"] = false })
+		n := len(h.connects())
+		until := *h.w.Status().Signals.StormCooldownUntil
+		for h.w.Status().State != StateHealthy && time.Since(until) < 10*time.Minute {
+			h.advance(time.Second)
+		}
+		took := time.Since(until)
+		h.requireState(StateHealthy)
+		after := h.connects()[n:]
+		// Dallas first (nothing failed since the cooldown), its connect
+		// shows it failing, so straight to Chicago: Los Angeles is failing
+		// again, Chicago is silent.
+		if want := []string{"Dallas", "Chicago"}; !slices.Equal(after, want) {
+			t.Errorf("connects after the cooldown = %q, want %q\n%s", after, want, strings.Join(h.logs(), "\n"))
+		}
+		// One failed data-plane proof (60 s) and one connect.
+		if took > 65*time.Second {
+			t.Errorf("traffic back %s after the cooldown, want about one failed connect (60 s)", took)
+		}
+		if h.logged("Cascade: log health shows Dallas via auto failing since the connect") != 1 {
+			t.Errorf("no log-health cascade:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.stop()
+	})
+}

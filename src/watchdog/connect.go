@@ -327,7 +327,8 @@ func (w *Watchdog) endCooldownLocked() {
 		w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
 	}
 	cands := w.s.candidates()
-	first, _ := w.pickNextLocked(cands[len(cands)-1], false)
+	// tried is empty: this walks every candidate from the first.
+	first, _ := w.pickNextLocked(cands[len(cands)-1], true)
 	if first == "" {
 		first = cands[0]
 	}

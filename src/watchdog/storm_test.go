@@ -55,3 +55,32 @@ func TestAfterStormOnlyNewLogErrorsCount(t *testing.T) {
 		h.stop()
 	})
 }
+
+// The fresh cycle after a cooldown may start on the last candidate when
+// it is the only one not failing since the cooldown started.
+func TestAfterStormStartsOnTheOnlyCleanNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wd.urltest = []string{"auto"}
+		s := testSettings(t)
+		s.Candidates = []string{"Dallas", "Miami"}
+		h := start(t, s, wd, withPairs(wd))
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.dead["Dallas"], w.dead["Miami"] = true, true })
+		h.advance(6 * time.Minute)
+		h.requireState(StateCooldown)
+		// Miami comes back; Dallas keeps failing, and a proxy (someone
+		// else's test, say) logs it during the cooldown.
+		wd.set(func(w *world) {
+			w.dead["Miami"] = false
+			w.pairs["Dallas via auto"] = pairErr{n: 99, last: time.Now().Add(time.Minute)}
+		})
+		n := len(h.connects())
+		h.advance(10 * time.Minute)
+		if got := h.connects()[n:]; len(got) == 0 || got[0] != "Miami" {
+			t.Errorf("first connect after the cooldown = %q, want Miami\n%s", got, strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}

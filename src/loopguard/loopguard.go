@@ -27,6 +27,14 @@
 //     While open, the nft element is refreshed every TTL/3, and it carries
 //     a TTL so a daemon that dies never leaves a block behind for long.
 //
+// Not done, on purpose: a kernel rule rejecting the router's 0x1-marked TCP
+// to relay endpoints would stop this loop at its first packet, but the
+// kill switch's endpoints set mixes relays with the account API (which the
+// vendor CLI legitimately reaches through the tunnel, 0x1), and a rule that
+// stays armed with the guard off (min_active < 0) would make the guard's
+// negative control unable to fail. The guard's block is that rule, scoped
+// to the destinations that actually loop.
+//
 // The guard only works if the loop hits MinActive before the proxy hits its
 // descriptor limit: CheckHeadroom compares the two (each looped connection
 // costs the proxy two descriptors, the outbound half and the accepted half).

@@ -11,6 +11,7 @@ import (
 
 	"surflare-watchdog/src/api"
 	"surflare-watchdog/src/credentials"
+	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/ubus"
 	"surflare-watchdog/src/watchdog"
 )
@@ -97,8 +98,7 @@ func commandStatus(err error) ubus.Status {
 	return ubus.StatusNotSupported
 }
 
-// ubusHandlers are the surflare object's methods. probe has no handler:
-// per-node probing is not implemented yet (ubus answers NOT_SUPPORTED).
+// ubusHandlers are the surflare object's methods.
 func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 	// status answers an engine command with the state after it.
 	status := func(ctx context.Context, err error) (ubus.Fields, error) {
@@ -122,6 +122,26 @@ func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 				return badArgument(fmt.Errorf("%q is not a candidate node (ubus call surflare nodes lists them)", node))
 			}
 			return status(ctx, d.w.Rotate(ctx, node))
+		},
+		ubus.MethodProbe: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
+			// Probing takes seconds per node: start it in the background and
+			// answer at once with the job's progress; a call while a probe
+			// runs reports on that probe instead of starting another.
+			var nodes []string
+			if n := argString(req, "node"); n != "" {
+				if !d.isCandidate(n) {
+					return badArgument(fmt.Errorf("%q is not a candidate node (ubus call surflare nodes lists them)", n))
+				}
+				nodes = []string{n}
+			}
+			st, err := d.startProbe(nodes)
+			if errors.Is(err, nodeprobe.ErrRunning) {
+				st, err = probeJobs.Status(), nil
+			}
+			if err != nil {
+				return ubusFailure(commandStatus(err), err)
+			}
+			return toFields(st)
 		},
 		ubus.MethodReconnect: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
 			return status(ctx, d.w.Reconnect(ctx))

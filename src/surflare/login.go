@@ -53,8 +53,13 @@ func (c *Client) Login(ctx context.Context) error {
 		return &LoginError{Fatal: true, Reason: ErrNoCredentials.Error()}
 	}
 	pass, err := c.opts.Password()
-	if err != nil || pass == "" {
-		return &LoginError{Fatal: true, Reason: fmt.Sprintf("reading password: %v", errors.Join(err, ErrNoCredentials))}
+	switch {
+	case err != nil:
+		// The source says what is wrong and how to fix it (missing file,
+		// unsafe mode, unreadable): pass that on as it is.
+		return &LoginError{Fatal: true, Reason: fmt.Sprintf("reading password: %v", err)}
+	case pass == "":
+		return &LoginError{Fatal: true, Reason: "reading password: " + ErrNoCredentials.Error()}
 	}
 	var r result
 	if c.opts.LoginMode == LoginArgv {

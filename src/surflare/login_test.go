@@ -2,6 +2,7 @@ package surflare
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,5 +91,21 @@ func TestLoginWithoutCredentialsIsFatal(t *testing.T) {
 	bin, _ := fakeCLI(t, "exit 0")
 	if err := New(Options{Bin: bin}).Login(context.Background()); !IsFatal(err) {
 		t.Errorf("err = %v, want fatal (no credentials)", err)
+	}
+}
+
+// A password source that fails says why; the reason must not be replaced by
+// a misleading "not configured".
+func TestLoginPasswordSourceErrorIsPassedOn(t *testing.T) {
+	c := New(Options{Bin: "/nonexistent/surflare", Username: "you@example.com",
+		Password: func() (string, error) {
+			return "", errors.New("/etc/surflare/credentials is readable by others: chmod 600 /etc/surflare/credentials")
+		}})
+	err := c.Login(context.Background())
+	if !IsFatal(err) {
+		t.Fatalf("Login = %v, want a fatal login error", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "chmod 600") || strings.Contains(msg, "not configured") || strings.Contains(msg, "no Surflare username") {
+		t.Errorf("Login error = %q, want the source's own reason only", msg)
 	}
 }

@@ -40,8 +40,9 @@ func (f fakePairs) urltestLocked(now time.Time) {
 				} else {
 					add = int(now.Sub(p.last) / urltestEvery)
 				}
-				if add > 0 {
-					w.pairs[k] = pairErr{n: p.n + add, last: now}
+				if add > 0 { // the last round's time
+					last := w.proxySince.Add(now.Sub(w.proxySince) / urltestEvery * urltestEvery)
+					w.pairs[k] = pairErr{n: p.n + add, last: last}
 				}
 			}
 		}
@@ -66,7 +67,7 @@ func (f fakePairs) Report() loghealth.Report {
 	for k, p := range f.w.pairs {
 		node, transit, _ := cutPair(k)
 		r.Nodes[k] = loghealth.PairHealth{Node: node, Transit: transit, ErrorCount: p.n,
-			UrltestHealthy: p.n <= 10, LastErrorAt: p.last}
+			UrltestHealthy: p.n <= 10, LastErrorAt: p.last.Truncate(time.Second)} // log lines carry whole seconds
 	}
 	return r
 }

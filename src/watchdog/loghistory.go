@@ -104,8 +104,13 @@ func (w *Watchdog) deadLocked(node string) (bool, int) {
 // not a transient.
 func (w *Watchdog) freshErrorsLocked(node string, since time.Time) bool {
 	last, ok := w.lastErrorLocked(node, w.transit)
-	return ok && !last.Before(since)
+	// Log lines carry whole seconds: the proxy's first urltest round runs
+	// within the second the connect started.
+	return ok && !last.Before(since.Truncate(logTimeResolution))
 }
+
+// logTimeResolution is the precision of the proxy log's timestamps.
+const logTimeResolution = time.Second
 
 // oldestErrorLocked picks, among nodes all marked dead, the one whose last
 // urltest error is oldest: the likeliest to have come back. Without error

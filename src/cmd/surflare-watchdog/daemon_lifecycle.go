@@ -64,8 +64,8 @@ func (d *daemon) forwardSignals(ctx context.Context) {
 }
 
 // startEvents follows the engine's events: every transition pokes the
-// proxy watch (a connect just started or finished a proxy) and is sent to
-// ubus as surflare.state.
+// proxy watch and the proxy tracker (a connect just started or finished a
+// proxy) and is sent to ubus as surflare.state.
 func (d *daemon) startEvents(ctx context.Context) {
 	poke := make(chan struct{}, 1)
 	d.goAux(ctx, "proxy watch", func(ctx context.Context) error {
@@ -90,6 +90,7 @@ func (d *daemon) startEvents(ctx context.Context) {
 				case poke <- struct{}{}:
 				default:
 				}
+				d.fast.pokeTracker()
 				d.publishState(ctx, ev)
 			}
 		}

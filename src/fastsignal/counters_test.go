@@ -64,8 +64,8 @@ func TestCounterWatchJumpVersusSteadyRate(t *testing.T) {
 		if js := w.Recent("rst_in"); len(js) != 1 || js[0].Delta != 40 {
 			t.Fatalf("Recent = %+v", js)
 		}
-		ev := Evidence{Counters: w, RSTName: "rst_in"}
-		if why, ok := ev.Corroborate(time.Now(), "Dallas", "auto"); !ok || !strings.Contains(why, "40 RSTs") {
+		ev := Evidence{Counters: w, Names: []string{"rst_in"}}
+		if why, ok := ev.Corroborate(time.Now(), "Dallas", "auto"); !ok || !strings.Contains(why, "rst_in jumped by 40 (RSTs from relays)") {
 			t.Fatalf("Corroborate = %q, %v", why, ok)
 		}
 		time.Sleep(DefaultBurstMemory + time.Second)

@@ -11,10 +11,12 @@ import (
 // threshold. Either source may be nil.
 type Evidence struct {
 	Log *LogWatch
-	// Counters with RSTName: a jump of that counter (RSTs from relays)
-	// within the burst memory is evidence that the path is being reset.
+	// Counters with Names: a jump of one of those counters within the
+	// burst memory is evidence — RSTs from relays (the path is being
+	// reset), the proxy's own traffic refused by strict direct (the proxy
+	// is going direct: a domestic exit the probes see only as failures).
 	Counters *CounterWatch
-	RSTName  string
+	Names    []string
 }
 
 // Corroborate is watchdog.Corroborator.
@@ -24,13 +26,18 @@ func (e Evidence) Corroborate(_ time.Time, node, transit string) (string, bool) 
 			return why, true
 		}
 	}
-	if e.Counters != nil && e.RSTName != "" {
-		if js := e.Counters.Recent(e.RSTName); len(js) > 0 {
+	if e.Counters != nil {
+		for _, name := range e.Names {
+			js := e.Counters.Recent(name)
+			if len(js) == 0 {
+				continue
+			}
 			var n uint64
 			for _, j := range js {
 				n += j.Delta
 			}
-			return fmt.Sprintf("burst of %d RSTs from relays (%s) in the last %s", n, e.RSTName, e.Counters.o.BurstMemory), true
+			what, _ := e.Counters.o.Watch(name)
+			return fmt.Sprintf("%s jumped by %d (%s) in the last %s", name, n, what, e.Counters.o.BurstMemory), true
 		}
 	}
 	return "", false

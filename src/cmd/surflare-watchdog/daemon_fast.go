@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"sync/atomic"
 
 	"surflare-watchdog/src/config"
@@ -26,18 +25,17 @@ type fastSignals struct {
 }
 
 // fastCounter says which counters the counter watch follows and what a
-// jump of each means. The kill switch's router-side drops include the
-// proxy's own traffic once strict direct is on (a proxy going direct is
-// dropped there, or in a counter whose name has "direct" in it); RSTs from
-// relays are a path being reset (or RST injection).
+// jump of each means: the kill switch's drops of router traffic, strict
+// direct's refusals of the proxy's own direct traffic (a proxy going
+// direct), and RSTs from relays (a path being reset, or RST injection).
 func fastCounter(name string) (string, bool) {
-	switch {
-	case name == firewall.CounterBlockedOut:
+	switch name {
+	case firewall.CounterBlockedOut:
 		return "router traffic dropped by the kill switch", true
-	case name == firewall.CounterRstIn:
+	case firewall.CounterDirectBlocked:
+		return "the proxy's direct traffic refused by strict direct", true
+	case firewall.CounterRstIn:
 		return "RSTs from relays", true
-	case strings.Contains(name, "direct"):
-		return "the proxy's direct traffic dropped (strict direct)", true
 	}
 	return "", false
 }
@@ -195,7 +193,8 @@ func (f *fastSignals) evidence() watchdog.Corroborator {
 	if f == nil || (f.logs == nil && f.counters == nil) {
 		return nil
 	}
-	return fastsignal.Evidence{Log: f.logs, Counters: f.counters, RSTName: firewall.CounterRstIn}
+	return fastsignal.Evidence{Log: f.logs, Counters: f.counters,
+		Names: []string{firewall.CounterRstIn, firewall.CounterDirectBlocked}}
 }
 
 // pokeTracker rescans for the proxy at once (a transition: a connect

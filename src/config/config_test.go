@@ -9,28 +9,12 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 	"time"
 )
 
-// repoRoot walks up from the test's directory to the one holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 func mustParse(t *testing.T, text string) (*Config, []Warning) {
 	t.Helper()

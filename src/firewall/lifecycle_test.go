@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 	"time"
 
@@ -359,24 +360,7 @@ func TestTraceShowsWhereThePacketWasDropped(t *testing.T) {
 	}
 }
 
-// repoRoot walks up to the directory holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 func TestBootLockHandsOverAndExpires(t *testing.T) {
 	ctx := context.Background()

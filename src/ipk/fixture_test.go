@@ -5,33 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 )
 
-// fixtures returns ../shared/fixtures/ipk relative to the module root, or
-// skips the test when the shared fixtures are not checked out next to it.
-func fixtures(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures", "ipk")
-	if _, err := os.Stat(fx); err != nil {
-		t.Skipf("ipk fixtures not available at %s: %v", fx, err)
-	}
-	return fx
-}
+func fixtures(t *testing.T) string { return testenv.Fixtures(t, "ipk") }
 
 func readFixture(t *testing.T, rel string) []byte {
 	t.Helper()

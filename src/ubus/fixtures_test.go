@@ -6,19 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 )
 
-// fixtureDir finds ../shared/fixtures/ubus next to the repository root (the
-// directory holding go.mod), or skips the test when the fixtures are absent.
-func fixtureDir(t testing.TB) string {
-	t.Helper()
-	dir := fixtureDirOrEmpty()
-	if dir == "" {
-		t.Skip("ubus golden fixtures not found (want ../shared/fixtures/ubus beside the repository root)")
-	}
-	return dir
-}
+func fixtureDir(t testing.TB) string { return testenv.Fixtures(t, "ubus") }
 
 // traceLine is one message of a golden trace.
 type traceLine struct {

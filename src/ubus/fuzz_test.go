@@ -3,8 +3,8 @@ package ubus
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"path/filepath"
+	"surflare-watchdog/src/testenv"
 	"testing"
 )
 
@@ -58,24 +58,4 @@ func fuzzSeeds(f *testing.F) [][]byte {
 	return out
 }
 
-// fixtureDirOrEmpty is fixtureDir without skipping.
-func fixtureDirOrEmpty() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			fx := filepath.Join(dir, "..", "shared", "fixtures", "ubus")
-			if _, err := os.Stat(filepath.Join(fx, "INDEX.txt")); err == nil {
-				return fx
-			}
-			return ""
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+func fixtureDirOrEmpty() string { return testenv.FixturesDir("ubus") }

@@ -8,33 +8,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 )
 
-// fixturesDir finds ../shared/fixtures/uci next to the repository root
-// (the directory holding go.mod).
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory; cannot find the shared fixtures")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures", "uci")
-	if _, err := os.Stat(fx); err != nil {
-		t.Skipf("uci fixtures not found at %s: %v", fx, err)
-	}
-	return fx
-}
+func fixturesDir(t testing.TB) string { return testenv.Fixtures(t, "uci") }
 
 func glob(t *testing.T, pattern string) []string {
 	t.Helper()

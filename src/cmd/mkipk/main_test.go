@@ -7,30 +7,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"sync"
 	"testing"
 
 	"surflare-watchdog/src/ipk"
 )
 
-// repoRoot walks up from the test's directory to the one holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 // goBuild compiles pkg (a directory or import path) with cgo off, the way
 // `make build` does, and returns the binary's path.

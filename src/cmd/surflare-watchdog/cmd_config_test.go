@@ -5,23 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 )
 
-// moduleRoot walks up from the test's directory to the one holding go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = filepath.Dir(dir)
-	}
-}
+func moduleRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 func runConfigCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"sync"
 	"syscall"
 	"testing"
@@ -75,19 +76,7 @@ func sh(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-func repoRoot(t *testing.T) string {
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-}
+func repoRoot(t *testing.T) string { return testenv.RepoRoot(t) }
 
 var (
 	buildOnce sync.Once

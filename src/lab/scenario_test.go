@@ -170,13 +170,14 @@ func TestClientRecoveryNeedsALiveExitAfterTheOutage(t *testing.T) {
 
 func TestScenarioSetsAddMissingSections(t *testing.T) {
 	spec := ScenarioSpec{Name: "x", Sets: []string{"surflare.main.fail_threshold=3"}}
-	sets := scenarioSets(spec, []string{"surflare.loopguard.min_active=-1", "surflare.loopguard.ratio=50"})
-	i := slices.Index(sets, "surflare.loopguard=loopguard")
-	j := slices.Index(sets, "surflare.loopguard.min_active=-1")
-	if i < 0 || j < i || slices.Index(sets[i+1:], "surflare.loopguard=loopguard") >= 0 {
-		t.Errorf("loopguard section not added once before its options: %q", sets)
+	// keepalive is not in the lab config, loopguard and main are.
+	sets := scenarioSets(spec, []string{"surflare.keepalive.idle=20", "surflare.keepalive.count=5", "surflare.loopguard.min_active=-1"})
+	i := slices.Index(sets, "surflare.keepalive=keepalive")
+	j := slices.Index(sets, "surflare.keepalive.idle=20")
+	if i < 0 || j < i || slices.Index(sets[i+1:], "surflare.keepalive=keepalive") >= 0 {
+		t.Errorf("keepalive section not added once before its options: %q", sets)
 	}
-	if slices.Contains(sets, "surflare.main=main") {
+	if slices.Contains(sets, "surflare.main=main") || slices.Contains(sets, "surflare.loopguard=loopguard") {
 		t.Errorf("an existing section was re-added: %q", sets)
 	}
 	if k := slices.Index(sets, "surflare.main.fail_threshold=3"); k < slices.Index(sets, "surflare.main.fail_threshold=2") {

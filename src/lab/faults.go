@@ -90,11 +90,14 @@ func (l *Lab) Fault(ctx context.Context, name string, on bool, args ...string) e
 	if closed {
 		return fmt.Errorf("fault %s: lab %s is closed", name, l.Prefix)
 	}
+	// The injection time is taken before the fault is applied: measured
+	// detection times then include the time the fault took to bite.
+	at := time.Now().UTC()
 	detail, err := l.applyFault(ctx, name, on, args)
 	if err != nil {
 		return fmt.Errorf("fault %s %s: %w", name, onOff(on), err)
 	}
-	ev := FaultEvent{Time: time.Now().UTC(), Name: name, On: on, Args: args, Detail: detail}
+	ev := FaultEvent{Time: at, Name: name, On: on, Args: args, Detail: detail}
 	l.log.Info("fault", "name", name, "on", on, "args", args, "detail", detail)
 	return l.appendFaultLog(ev)
 }
@@ -261,8 +264,14 @@ func (l *Lab) updateFaults(change func(*fakes.Faults)) error {
 	if err := unix.Flock(int(lk.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("faults lock: %w", err)
 	}
-	_, err = fakes.Update(l.Dir, time.Now().UTC(), change)
-	return err
+	if _, err = fakes.Update(l.Dir, time.Now().UTC(), change); err != nil {
+		return err
+	}
+	// The fakes re-read faults.json at most every WatchInterval: return only
+	// once every reader has seen the change, so "Fault returned" means "the
+	// fault is in effect" (a probe started right after must see it).
+	time.Sleep(fakes.WatchInterval + 50*time.Millisecond)
+	return nil
 }
 
 func (l *Lab) appendFaultLog(ev FaultEvent) error {

@@ -144,6 +144,10 @@ type Main struct {
 	Username     string // account e-mail for login (the password lives elsewhere)
 	LANInterface string // router LAN bridge
 	WANDevice    string // "" = detect from the default route
+	// TransitCandidates are the vendor's relay (transit) names the engine may
+	// switch to before giving up on a node; empty = learn them from the
+	// proxy log.
+	TransitCandidates []string
 	// WANInterfaces are the logical netifd interfaces (hotplug INTERFACE)
 	// that are the uplink: their ifdown/ifup pause and resume supervision.
 	WANInterfaces []string

@@ -44,6 +44,7 @@ config surflare 'main'
 	option username 'user@example.org'
 	option lan_interface 'br-home'
 	option wan_device 'pppoe-wan'
+	list transit_candidate 'Osaka'
 	list wan_interface 'wan_4g'
 	list lan_subnet '198.18.1.0/24'
 	list lan_subnet 'fd00:1::/64'
@@ -151,7 +152,7 @@ func everyOptionWant() *Config {
 		ConnectDataplaneTimeout: 45 * time.Second, DomesticConfirm: 1500 * time.Millisecond,
 		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, IPv6: IPv6Proxy,
 		ExpectedCountry: "JP", DomesticCountry: "RU", Username: "user@example.org",
-		LANInterface: "br-home", WANDevice: "pppoe-wan", WANInterfaces: []string{"wan_4g"},
+		LANInterface: "br-home", WANDevice: "pppoe-wan", WANInterfaces: []string{"wan_4g"}, TransitCandidates: []string{"Osaka"},
 		LANSubnets: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("fd00:1::/64")},
 		Private:    []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")},
 		Endpoints:  []netip.Prefix{netip.MustParsePrefix("198.18.10.1/32"), netip.MustParsePrefix("198.18.40.0/24")},

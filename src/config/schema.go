@@ -62,6 +62,7 @@ func (m *Main) options() []option {
 		str("node", &m.Node, notEmpty),
 		texts("candidate", &m.Candidates, true),
 		str("transit", &m.Transit, notEmpty),
+		texts("transit_candidate", &m.TransitCandidates, false),
 		seconds("check_interval", &m.CheckInterval, time.Second, day),
 		seconds("degraded_interval", &m.DegradedInterval, time.Second, day),
 		integer("fail_threshold", &m.FailThreshold, 1, 1000),

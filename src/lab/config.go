@@ -127,7 +127,11 @@ func labConfig(l *Lab) uciFile {
 	for _, n := range Nodes {
 		cands = append(cands, n.Name)
 	}
-	main.list("candidate", cands...).opt("transit", "auto").
+	var relays []string
+	for _, r := range Relays {
+		relays = append(relays, r.Name)
+	}
+	main.list("candidate", cands...).opt("transit", "auto").list("transit_candidate", relays...).
 		opt("check_interval", "10").opt("degraded_interval", "5").
 		opt("username", LabUsername).
 		opt("lan_interface", IfLAN).opt("wan_device", IfWAN).

@@ -14,6 +14,7 @@ func SettingsFromConfig(c *config.Config) Settings {
 	s := DefaultSettings()
 	m := c.Main
 	s.Node, s.Candidates, s.Transit, s.Mode = m.Node, append([]string(nil), m.Candidates...), m.Transit, string(m.Mode)
+	s.Transits = append([]string(nil), m.TransitCandidates...)
 	s.CheckInterval, s.DegradedInterval = m.CheckInterval, m.DegradedInterval
 	s.FailThreshold, s.HeartbeatInterval = m.FailThreshold, m.HeartbeatInterval
 	s.StormCooldown, s.ReconnectWindow, s.ReconnectLimit = m.StormCooldown, m.ReconnectWindow, m.ReconnectLimit

@@ -24,3 +24,19 @@ func TestSettingsFromDefaultConfig(t *testing.T) {
 		t.Errorf("no-limit config: limit %d, err %v", s.ReconnectLimit, s.Validate())
 	}
 }
+
+func TestSettingsCarryConfiguredTransits(t *testing.T) {
+	c := config.Default()
+	if s := SettingsFromConfig(c); len(s.Transits) != 0 {
+		t.Errorf("no transit_candidate configured, settings know %q", s.Transits)
+	}
+	c.Main.TransitCandidates = []string{"Tokyo", "Singapore"}
+	s := SettingsFromConfig(c)
+	if len(s.Transits) != 2 || s.Transits[0] != "Tokyo" || s.Transits[1] != "Singapore" {
+		t.Errorf("Transits = %q, want [Tokyo Singapore]", s.Transits)
+	}
+	c.Main.TransitCandidates[0] = "changed"
+	if s.Transits[0] != "Tokyo" {
+		t.Error("settings share the config's slice")
+	}
+}

@@ -73,6 +73,7 @@ type CounterWatch struct {
 	jumps     []Jump
 	lastFired time.Time
 	errLogged bool
+	reads     int // successful reads so far
 }
 
 type sample struct {
@@ -144,9 +145,18 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 		}
 		prev, seen := w.last[name]
 		w.last[name] = v
-		if !seen || v < prev { // first read, or the table was re-made
+		fresh := false // a counter that started at 0 since the last read
+		switch {
+		case !seen && w.reads == 0:
+			continue // the first read: only a starting point
+		case !seen || v < prev:
+			// A counter that appeared later (its rule was added: strict
+			// direct is applied after the first connect) or restarted (its
+			// table was re-made) counted from 0 meanwhile. Its packets are
+			// all new, and there is no rate to learn: judge it against 0,
+			// or a burst that begins with it would become its own baseline.
+			prev, fresh = 0, true
 			delete(w.hist, name)
-			continue
 		}
 		d := v - prev
 		h := w.hist[name]
@@ -162,13 +172,14 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 			avg = sum / uint64(len(h))
 		}
 		w.hist[name] = append(h, sample{at: now, delta: d})
-		// Judge only against a known rate: the first deltas after start
-		// (or after a table was re-made) only build the history.
-		if len(h) >= minHistory && d >= w.o.MinJump && d > w.o.JumpFactor*avg {
+		// Judge a counter known from the start only against a known rate:
+		// its first deltas only build the history.
+		if (fresh || len(h) >= minHistory) && d >= w.o.MinJump && d > w.o.JumpFactor*avg {
 			w.jumps = append(w.jumps, Jump{At: now, Name: name, Delta: d})
 			jumps = append(jumps, fmt.Sprintf("%s +%d (%s)", name, d, what))
 		}
 	}
+	w.reads++
 	for len(w.jumps) > 0 && now.Sub(w.jumps[0].At) > w.o.BurstMemory {
 		w.jumps = w.jumps[1:]
 	}

@@ -107,3 +107,39 @@ func TestCounterWatchResetAndGap(t *testing.T) {
 		}
 	})
 }
+
+// Strict direct's counter appears only when its rule is applied (after the
+// first connect); a domestic exit right after that is a burst with no
+// history before it. It must fire at once rather than become the
+// counter's own baseline — the bench's domestic-exit runs showed exactly
+// that (detection at the 30 s periodic check).
+func TestCounterWatchNewCounterBurstFiresAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeCounters{v: map[string]uint64{"blocked_out": 0}}
+		var fired []string
+		w, err := NewCounterWatch(CounterOptions{
+			Read:    f.read,
+			Watch:   Names(map[string]string{"direct_blocked": "direct refused", "blocked_out": "router drops"}),
+			Trigger: func(r string) { fired = append(fired, r) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		w.Tick(ctx)
+		time.Sleep(time.Second)
+		f.v["direct_blocked"] = 12 // the rule arrived and the proxy is going direct
+		w.Tick(ctx)
+		if len(fired) != 1 || !strings.Contains(fired[0], "direct_blocked +12") {
+			t.Fatalf("triggers = %q, want direct_blocked +12 at once", fired)
+		}
+		for range 5 { // the burst goes on: evidence stays, no new trigger in the gap
+			time.Sleep(time.Second)
+			f.v["direct_blocked"] += 12
+			w.Tick(ctx)
+		}
+		if len(fired) != 1 || len(w.Recent("direct_blocked")) == 0 {
+			t.Fatalf("triggers = %q, recent = %v", fired, w.Recent("direct_blocked"))
+		}
+	})
+}

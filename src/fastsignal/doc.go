@@ -8,7 +8,7 @@
 //     so a crashed proxy is noticed at once. It also replaces the repeated
 //     /proc scans of the daemon's proxy watch and the early detector's
 //     sampler: /proc is scanned only while no proxy is known, when poked
-//     (a connect started one) and every SafetyRescan.
+//     (a connect started one) and every SafetyRescan (5 min).
 //   - LogWatch keeps a short window (seconds, not the log-health window of
 //     minutes) of urltest errors per node and says when the current node is
 //     broken by the proxy's own tests: errors on the current pair, on at

@@ -40,9 +40,9 @@ type CounterOptions struct {
 	// Read returns the current packet counts by name (one netlink dump per
 	// table). Required.
 	Read func(ctx context.Context) (map[string]uint64, error)
-	// Watch says whether a counter matters and what a jump of it means
-	// (e.g. "rst_in" -> "RSTs from relays"). Required.
-	Watch func(name string) (meaning string, watched bool)
+	// Watch says whether a counter matters, what a jump of it means (e.g.
+	// "rst_in" -> "RSTs from relays") and how it is judged. Required.
+	Watch func(name string) (r Rule, watched bool)
 	// Trigger asks the engine for a check; it must not block.
 	Trigger func(reason string)
 
@@ -54,6 +54,22 @@ type CounterOptions struct {
 	TriggerGap  time.Duration
 	Clock       Clock
 }
+
+// Rule is how one counter is judged.
+type Rule struct {
+	Meaning string
+	// AnyRise: the counter should not move at all in normal operation
+	// (strict direct's refusals of the proxy's own traffic), so any rise
+	// of MinJump in one interval is a jump — no baseline to learn, which
+	// a burst that starts with the daemon would otherwise become. If it
+	// rises in every one of the last steadyDeltas intervals anyway, it has
+	// a rate of its own and is judged like the others.
+	AnyRise bool
+}
+
+// steadyDeltas: an AnyRise counter that rose in this many consecutive
+// intervals has a normal rate.
+const steadyDeltas = 10
 
 // Jump is one counter jump.
 type Jump struct {
@@ -139,7 +155,7 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 	w.errLogged = false
 	var jumps []string
 	for name, v := range cs {
-		what, ok := w.o.Watch(name)
+		rule, ok := w.o.Watch(name)
 		if !ok {
 			continue
 		}
@@ -174,9 +190,13 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 		w.hist[name] = append(h, sample{at: now, delta: d})
 		// Judge a counter known from the start only against a known rate:
 		// its first deltas only build the history.
-		if (fresh || len(h) >= minHistory) && d >= w.o.MinJump && d > w.o.JumpFactor*avg {
+		jump := (fresh || len(h) >= minHistory) && d >= w.o.MinJump && d > w.o.JumpFactor*avg
+		if rule.AnyRise && !alwaysRose(h) {
+			jump = d >= w.o.MinJump
+		}
+		if jump {
 			w.jumps = append(w.jumps, Jump{At: now, Name: name, Delta: d})
-			jumps = append(jumps, fmt.Sprintf("%s +%d (%s)", name, d, what))
+			jumps = append(jumps, fmt.Sprintf("%s +%d (%s)", name, d, rule.Meaning))
 		}
 	}
 	w.reads++
@@ -194,6 +214,19 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 	}
 }
 
+// alwaysRose: the last steadyDeltas deltas all moved.
+func alwaysRose(h []sample) bool {
+	if len(h) < steadyDeltas {
+		return false
+	}
+	for _, s := range h[len(h)-steadyDeltas:] {
+		if s.delta == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Recent is the jumps of name within the burst memory.
 func (w *CounterWatch) Recent(name string) []Jump {
 	w.mu.Lock()
@@ -208,10 +241,10 @@ func (w *CounterWatch) Recent(name string) []Jump {
 	return out
 }
 
-// Names is a CounterOptions.Watch over a fixed table of names and meanings.
-func Names(m map[string]string) func(string) (string, bool) {
-	return func(name string) (string, bool) {
-		what, ok := m[name]
-		return what, ok
+// Names is a CounterOptions.Watch over a fixed table of names and rules.
+func Names(m map[string]Rule) func(string) (Rule, bool) {
+	return func(name string) (Rule, bool) {
+		r, ok := m[name]
+		return r, ok
 	}
 }

@@ -23,8 +23,9 @@ func newTestCounterWatch(t *testing.T, f *fakeCounters) (*CounterWatch, *[]strin
 	t.Helper()
 	var fired []string
 	w, err := NewCounterWatch(CounterOptions{
-		Read:    f.read,
-		Watch:   Names(map[string]string{"rst_in": "RSTs from relays", "blocked_out": "router traffic dropped"}),
+		Read: f.read,
+		Watch: Names(map[string]Rule{"rst_in": {Meaning: "RSTs from relays"},
+			"blocked_out": {Meaning: "router traffic dropped"}}),
 		Trigger: func(r string) { fired = append(fired, r) },
 	})
 	if err != nil {
@@ -118,8 +119,9 @@ func TestCounterWatchNewCounterBurstFiresAtOnce(t *testing.T) {
 		f := &fakeCounters{v: map[string]uint64{"blocked_out": 0}}
 		var fired []string
 		w, err := NewCounterWatch(CounterOptions{
-			Read:    f.read,
-			Watch:   Names(map[string]string{"direct_blocked": "direct refused", "blocked_out": "router drops"}),
+			Read: f.read,
+			Watch: Names(map[string]Rule{"direct_blocked": {Meaning: "direct refused", AnyRise: true},
+				"blocked_out": {Meaning: "router drops"}}),
 			Trigger: func(r string) { fired = append(fired, r) },
 		})
 		if err != nil {
@@ -140,6 +142,44 @@ func TestCounterWatchNewCounterBurstFiresAtOnce(t *testing.T) {
 		}
 		if len(fired) != 1 || len(w.Recent("direct_blocked")) == 0 {
 			t.Fatalf("triggers = %q, recent = %v", fired, w.Recent("direct_blocked"))
+		}
+	})
+}
+
+// The bench's domestic exit began 0.4 s after the daemon went healthy: the
+// watch's first successful read already held the burst, so every later
+// delta looked like the counter's normal rate. A counter that must not
+// move (AnyRise) fires on the first rise regardless — until it has risen
+// in steadyDeltas intervals in a row, which makes it a rate of its own.
+func TestCounterWatchAnyRiseFromTheFirstRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeCounters{v: map[string]uint64{"direct_blocked": 3}}
+		var fired []string
+		w, _ := NewCounterWatch(CounterOptions{
+			Read:    f.read,
+			Watch:   Names(map[string]Rule{"direct_blocked": {Meaning: "direct refused", AnyRise: true}}),
+			Trigger: func(r string) { fired = append(fired, r) },
+		})
+		ctx := context.Background()
+		w.Tick(ctx) // the burst is already under way
+		for range 3 {
+			time.Sleep(time.Second)
+			f.v["direct_blocked"] += 10
+			w.Tick(ctx)
+		}
+		if len(fired) != 1 {
+			t.Fatalf("triggers = %q, want one", fired)
+		}
+		for range 2 * steadyDeltas { // it never stops: a rate, not a jump
+			time.Sleep(time.Second)
+			f.v["direct_blocked"] += 10
+			w.Tick(ctx)
+		}
+		time.Sleep(DefaultBurstMemory)
+		f.v["direct_blocked"] += 10
+		w.Tick(ctx)
+		if len(fired) != 1 || len(w.Recent("direct_blocked")) != 0 {
+			t.Fatalf("a steady rate still fires: triggers %q, recent %v", fired, w.Recent("direct_blocked"))
 		}
 	})
 }

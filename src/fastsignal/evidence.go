@@ -36,8 +36,8 @@ func (e Evidence) Corroborate(_ time.Time, node, transit string) (string, bool) 
 			for _, j := range js {
 				n += j.Delta
 			}
-			what, _ := e.Counters.o.Watch(name)
-			return fmt.Sprintf("%s jumped by %d (%s) in the last %s", name, n, what, e.Counters.o.BurstMemory), true
+			r, _ := e.Counters.o.Watch(name)
+			return fmt.Sprintf("%s jumped by %d (%s) in the last %s", name, n, r.Meaning, e.Counters.o.BurstMemory), true
 		}
 	}
 	return "", false

@@ -28,16 +28,18 @@ type fastSignals struct {
 // jump of each means: the kill switch's drops of router traffic, strict
 // direct's refusals of the proxy's own direct traffic (a proxy going
 // direct), and RSTs from relays (a path being reset, or RST injection).
-func fastCounter(name string) (string, bool) {
+func fastCounter(name string) (fastsignal.Rule, bool) {
 	switch name {
 	case firewall.CounterBlockedOut:
-		return "router traffic dropped by the kill switch", true
+		return fastsignal.Rule{Meaning: "router traffic dropped by the kill switch"}, true
 	case firewall.CounterDirectBlocked:
-		return "the proxy's direct traffic refused by strict direct", true
+		// Strict direct allows everything the proxy legitimately sends
+		// direct; a refusal is the proxy going direct.
+		return fastsignal.Rule{Meaning: "the proxy's direct traffic refused by strict direct", AnyRise: true}, true
 	case firewall.CounterRstIn:
-		return "RSTs from relays", true
+		return fastsignal.Rule{Meaning: "RSTs from relays"}, true
 	}
-	return "", false
+	return fastsignal.Rule{}, false
 }
 
 // proxyCache is the proxy tracker behind nsProcs (shared by every copy).

@@ -83,14 +83,19 @@ func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // parseFlags parses and turns -h and bad flags into exit codes (ok=false).
+// --help prints the usage once, to stdout; a bad flag prints the problem
+// and the usage to stderr. (The flag package's own Usage would also print
+// the flags to stderr, so --help showed them twice.)
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK, false
-		}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printFlagUsage(stdout, fs)
+		return exitOK, false
+	case err != nil:
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
+		printFlagUsage(stderr, fs)
 		return exitUsage, false
 	}
 	if fs.NArg() > 0 {
@@ -98,6 +103,38 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int,
 		return exitUsage, false
 	}
 	return exitOK, true
+}
+
+// flagUsageNotes say what a subcommand does, under its usage line.
+var flagUsageNotes = map[string]string{
+	"firewall plan":     "Prints the ruleset the config gives, in nft syntax; changes nothing.",
+	"firewall apply":    "Makes the current network namespace hold that ruleset and the tunnel routing (idempotent).",
+	"firewall teardown": "Removes the watchdog's tables, sets, rules and routes from the current network namespace.",
+	"firewall status":   "What is installed, what a crash left behind, counters.",
+	"teardown":          "Removes every table, set, rule and route of the watchdog from the current network\nnamespace, the kill switch included (the network is open afterwards).",
+	"version":           "Prints the version, the Go release and the platform it was built for.",
+	"routes update":     "Fetches APNIC delegated-format data and writes the cn_direct prefix files atomically;\na failed download keeps the old files.",
+}
+
+// printFlagUsage writes "Usage: surflare-watchdog NAME [flags]", the note
+// for NAME and the flags, if it has any.
+func printFlagUsage(w io.Writer, fs *flag.FlagSet) {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	synopsis := fs.Name()
+	if n > 0 {
+		synopsis += " [flags]"
+	}
+	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
+	if note := flagUsageNotes[fs.Name()]; note != "" {
+		fmt.Fprintf(w, "\n%s\n", note)
+	}
+	if n > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+	}
 }
 
 // specFlags are the flags every subcommand that builds a Spec takes.

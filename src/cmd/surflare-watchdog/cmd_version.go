@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
+	"os"
 	"runtime"
 )
 
@@ -14,8 +17,18 @@ func init() {
 		name:    "version",
 		summary: "print the version",
 		run: func(ctx context.Context, args []string) int {
-			fmt.Printf("surflare-watchdog %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return exitOK
+			return versionMain(args, os.Stdout, os.Stderr)
 		},
 	})
+}
+
+// versionMain prints the version; like every subcommand it answers --help
+// (with its usage, not the version) and refuses arguments it does not know.
+func versionMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	fmt.Fprintf(stdout, "surflare-watchdog %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
 }

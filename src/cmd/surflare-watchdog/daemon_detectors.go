@@ -68,9 +68,13 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 	if c.LogHealth.Enabled {
 		o := loghealth.FromConfig(c, filepath.Join(runDir, runfiles.NodeHealthFile))
 		o.OnLine = func(l loghealth.Line) {
-			if l.Is503() {
+			// ADR-0001 is about the node we use: other nodes' 503s are log
+			// health's business, or a storm on a node we already left would
+			// veto the healthy one we rotated to.
+			if node, _ := d.currentTunnel(); l.Is503() && node != "" && l.Node == node {
 				s.storm.Record(l.Time)
 			}
+			d.fast.observeLine(l)
 		}
 		lh, err := loghealth.NewMonitor(o)
 		if err != nil {

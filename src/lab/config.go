@@ -168,14 +168,16 @@ func labConfig(l *Lab) uciFile {
 	f.section("loopguard", "loopguard").opt("min_active", "200")
 
 	probe := func(name, kind, url string) { f.section("probe", name).opt("kind", kind).opt("url", url) }
-	probe("search", "search", "http://"+Search.String()+"/generate_204")
+	// Probes ask for "/", not the urltest target: the lab's 503 storm hits
+	// only the urltest endpoint, as ADR-0001's does.
+	probe("search", "search", "http://"+Search.String()+"/")
 	for i, a := range CDNTrace {
 		probe(fmt.Sprintf("cdn%d", i+1), "cdn-trace", "http://"+a.String()+"/cdn-cgi/trace")
 	}
 	for i, a := range IPEcho {
 		probe(fmt.Sprintf("echo%d", i+1), "ip-echo", "http://"+a.String()+"/")
 	}
-	probe("lan", "proxy-path", "http://"+Search.String()+"/generate_204")
+	probe("lan", "proxy-path", "http://"+Search.String()+"/")
 	return f
 }
 

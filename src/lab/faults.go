@@ -25,7 +25,7 @@ const (
 	FaultRelayBlackhole = "relay-blackhole" // [ARG relay|all]: silently dropped (default all)
 	FaultLoss           = "loss"            // [ARG percent]: random drop on the WAN link (default 100)
 	FaultLatency        = "latency"         // ARG node|relay MS: extra round-trip time in the fake relay/exit
-	Fault503            = "503"             // ARG node: the exit answers every HTTP request with 503
+	Fault503            = "503"             // ARG node: the exit answers the urltest target (/generate_204) with 503
 	FaultDomesticExit   = "domestic-exit"   // the proxy goes direct: echo hosts see the CN address
 	FaultProxyCrash     = "proxy-crash"     // on: SIGKILL surflare-proxy (off: nothing to undo)
 	FaultProxyLoop      = "proxy-loop"      // the proxy stops marking its sockets 0xff
@@ -51,7 +51,7 @@ var Faults = []FaultSpec{
 	{FaultRelayBlackhole, "[RELAY|all]", "relays silently drop everything (default all)"},
 	{FaultLoss, "[PERCENT]", "random loss on the WAN link, both directions (default 100)"},
 	{FaultLatency, "NODE MS", "added round-trip time at an exit or relay"},
-	{Fault503, "NODE", "an exit answers every HTTP request with 503"},
+	{Fault503, "NODE", "an exit answers the urltest target (/generate_204) with 503; other traffic still works"},
 	{FaultDomesticExit, "", "the proxy sends traffic direct (exit country CN)"},
 	{FaultProxyCrash, "", "SIGKILL surflare-proxy (one-shot)"},
 	{FaultProxyLoop, "", "the proxy stops marking its sockets 0xff (same-host loop)"},

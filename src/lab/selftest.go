@@ -176,7 +176,7 @@ func selfCases(home Node) []selfCase {
 		{fault: FaultRelayBlackhole, args: []string{"all"}, expected: "fetch fails (silence)", observe: fetchFails},
 		{fault: FaultLoss, args: []string{"100"}, expected: "fetch fails", observe: fetchFails},
 		{fault: FaultLatency, args: []string{home.Name, "400"}, expected: "exit unchanged, >= 400ms", observe: fetchSlow(home, 400*time.Millisecond)},
-		{fault: Fault503, args: []string{home.Name}, expected: "HTTP 503", observe: fetchStatus(503)},
+		{fault: Fault503, args: []string{home.Name}, expected: "urltest HTTP 503, echo ok", observe: fetch503(home)},
 		{fault: FaultDomesticExit, expected: fmt.Sprintf("exit %s CN, leak counted", WANRouter), leaky: true, observe: fetchDirect},
 		{fault: FaultProxyLoop, expected: "fetch fails (loop)", observe: fetchFails, restore: reconnect},
 		{fault: FaultProxyCrash, expected: "fetch fails (port closed)", observe: fetchFails, restore: reconnect},
@@ -210,10 +210,15 @@ func fetchFails(ctx context.Context, l *Lab) (string, bool) {
 	return describe(f), f.Err != nil || f.Status != 200
 }
 
-func fetchStatus(code int) func(ctx context.Context, l *Lab) (string, bool) {
+// fetch503 sees the urltest target answer 503 through a 503-ing exit while
+// ordinary requests still come back through it.
+func fetch503(home Node) func(ctx context.Context, l *Lab) (string, bool) {
 	return func(ctx context.Context, l *Lab) (string, bool) {
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		u := l.ClientFetch(fctx, 0, "http://"+Search.String()+"/generate_204")
 		f := clientFetch(ctx, l, 2*time.Second)
-		return describe(f), f.Err == nil && f.Status == code
+		return describe(u) + "; " + describe(f), u.Err == nil && u.Status == 503 && echoOf(f) == home.Addr.String()
 	}
 }
 

@@ -269,7 +269,6 @@ func TestStorm503TriggersOverride(t *testing.T) {
 // healthy node it rotated to (seen: "G2: 503 storm override on Los
 // Angeles" 0.2 s after the rotation away from a 503-ing Dallas).
 func TestStorm503OverrideSparesOtherNodes(t *testing.T) {
-	t.Skip("known defect: the 503 monitor counts urltest 503s of every node, not only the current one (daemon_detectors.go OnLine); remove this skip with the fix")
 	l := upDaemon(t, "surflare.storm503=storm503", "surflare.storm503.count=3")
 	ctx := context.Background()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)

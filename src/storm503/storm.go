@@ -162,6 +162,14 @@ func (m *Monitor) Record(t time.Time) {
 	}
 }
 
+// Reset forgets every 503 counted so far: the node they came from is no
+// longer the one in use, and its storm is not the new node's.
+func (m *Monitor) Reset() {
+	m.mu.Lock()
+	m.times, m.since = nil, time.Time{}
+	m.mu.Unlock()
+}
+
 // pruneLocked forgets 503s older than the window, and the storm once it is
 // over, so the next one triggers again.
 func (m *Monitor) pruneLocked(now time.Time) {

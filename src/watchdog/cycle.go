@@ -82,11 +82,22 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 	if r.Outcome.Healthy() && w.d.Override != nil {
 		if why, on := w.d.Override.Override(now); on {
 			w.counters.FailedChecks++
-			w.logLocked(slog.LevelWarn, fmt.Sprintf("G2: 503 storm override on %s: probes pass but %s; reconnecting", w.node, why))
-			w.reconnectLocked(w.node, "G2: 503 storm override")
+			if w.overridden == w.node {
+				// A fresh connect to the same node did not end the storm:
+				// it is the node's, so leave it.
+				w.logLocked(slog.LevelWarn, fmt.Sprintf("G2: 503 storm override on %s: %s persists after a reconnect; rotating", w.node, why))
+				w.rotateLocked("G2: 503 storm override")
+			} else {
+				// A fresh connect often lands on another server of the
+				// same node: try that once before giving the node up.
+				w.logLocked(slog.LevelWarn, fmt.Sprintf("G2: 503 storm override on %s: probes pass but %s; reconnecting", w.node, why))
+				w.overridden = w.node
+				w.reconnectLocked(w.node, "G2: 503 storm override")
+			}
 			w.updateLocked("503 storm override")
 			return
 		}
+		w.overridden = "" // the storm is over
 	}
 	if r.Outcome.Healthy() {
 		if w.f.consecutiveFails > 0 {

@@ -119,6 +119,14 @@
 // counters, instead of waiting for the next CheckInterval. It logs
 // "Fast recovery: failed check on X corroborated (...)".
 //
+// # 503 storm override (ADR-0001)
+//
+// When Deps.Override says a 503 storm is active (the proxy's urltest keeps
+// getting 503 from the node in use) a check whose probes pass still counts
+// as failed: the first override reconnects the same node (a fresh connect
+// often lands on another server of it); if the storm outlives that
+// reconnect, the next override rotates away ("G2: 503 storm override").
+//
 // # Authentication
 //
 // Auth is reactive: `surflare status` is consulted before every connect and,

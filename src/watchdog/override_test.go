@@ -38,6 +38,7 @@ func TestStormOverrideReconnectsDespitePassingProbes(t *testing.T) {
 		}
 
 		// Storm over: checks are healthy again and nothing else reconnects.
+		// (A storm that outlives the reconnect rotates: see below.)
 		active.Store(false)
 		h.advance(2 * s.CheckInterval)
 		n := len(h.connects())
@@ -46,6 +47,31 @@ func TestStormOverrideReconnectsDespitePassingProbes(t *testing.T) {
 			t.Errorf("connects went from %d to %d after the storm ended", n, m)
 		}
 		h.requireState(StateHealthy)
+		h.stop()
+	})
+}
+
+// A storm that outlives the override's reconnect belongs to the node: the
+// next override rotates instead of reconnecting the same node forever.
+func TestStormOverridePersistingRotates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		var active atomic.Bool
+		h := start(t, s, wd, func(d *Deps) { d.Override = fakeOverride{&active} })
+		h.requireState(StateHealthy)
+		active.Store(true)
+		for i := 0; i < 4 && len(h.connects()) < 3; i++ {
+			h.advance(s.CheckInterval + time.Second)
+		}
+		got := h.connects()
+		if len(got) < 3 || got[1] != "Dallas" || got[2] == "Dallas" {
+			t.Fatalf("connects = %q, want Dallas, a reconnect to Dallas, then another node", got)
+		}
+		if h.logged("persists after a reconnect; rotating") < 1 {
+			t.Errorf("rotation not explained; logs:\n%q", h.logs())
+		}
+		active.Store(false)
 		h.stop()
 	})
 }

@@ -58,6 +58,7 @@ type Watchdog struct {
 	stormAt          time.Time       // start of the current (or last) storm cooldown
 	connectStartedAt time.Time       // start of the current connect attempt
 	accountRetries   int             // consecutive "Account check failed" connects
+	overridden       string          // node a 503 storm override already reconnected (rotate if it persists)
 	attempts         []time.Time     // automatic connect attempts, for the rate limit
 	rateLimitedUntil time.Time
 	nextCheckAt      time.Time

@@ -207,7 +207,7 @@ func (d *demo) tour(ctx context.Context) {
 	}
 	steps := []tourStep{
 		{say: "Black-holing the current exit: packets vanish silently. The watchdog should notice and rotate to the next candidate.", fault: lab.FaultNodeBlackhole, args: current, hold: 60 * time.Second},
-		{say: "503 storm from the current exit: the node answers every request with 503.", fault: lab.Fault503, args: current, hold: 60 * time.Second},
+		{say: "503 storm on the current exit: its urltest target answers 503 while traffic still flows.", fault: lab.Fault503, args: current, hold: 60 * time.Second},
 		{say: "Adding 800 ms latency at the current exit.", fault: lab.FaultLatency, args: func(d *demo) []string { return append(current(d), "800") }, hold: 20 * time.Second},
 		{say: "Killing surflare-proxy (proxy crash): its table and rule stay behind, the port is closed.", fault: lab.FaultProxyCrash, hold: 40 * time.Second, byHand: true, oneShot: true},
 		{say: "Wiping every nftables table in the router (fw4 restart). Without the kill switch, traffic would leak.", fault: lab.FaultTableWipe, hold: 40 * time.Second, byHand: true, oneShot: true},

@@ -273,7 +273,7 @@ func (d *daemon) run(ctx context.Context) error {
 		deps.NodeHealth = d.sig.lh
 	}
 	if d.sig.storm != nil {
-		deps.Override = stormOverride{d.sig.storm}
+		deps.Override = d.sig.g2
 	}
 	deps.Corroborator = d.fast.evidence()
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {

@@ -65,15 +65,11 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 	}
 	trig := d.trigger(ctx)
 	s.storm = storm503.New(storm503.FromConfig(c, trig))
+	s.g2 = &stormOverride{m: s.storm}
 	if c.LogHealth.Enabled {
 		o := loghealth.FromConfig(c, filepath.Join(runDir, runfiles.NodeHealthFile))
 		o.OnLine = func(l loghealth.Line) {
-			// ADR-0001 is about the node we use: other nodes' 503s are log
-			// health's business, or a storm on a node we already left would
-			// veto the healthy one we rotated to.
-			if node, _ := d.currentTunnel(); l.Is503() && node != "" && l.Node == node {
-				s.storm.Record(l.Time)
-			}
+			s.g2.record(l) // ADR-0001 counts the current node's 503s only
 			d.fast.observeLine(l)
 		}
 		lh, err := loghealth.NewMonitor(o)

@@ -91,6 +91,8 @@ func (d *daemon) startEvents(ctx context.Context) {
 				default:
 				}
 				d.fast.pokeTracker()
+				node, _ := d.currentTunnel() // not under the engine's lock here
+				d.sig.g2.follow(node)
 				d.publishState(ctx, ev)
 			}
 		}

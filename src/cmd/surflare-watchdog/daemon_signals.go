@@ -26,6 +26,7 @@ type signals struct {
 	det   *detect.Detector
 	lh    *loghealth.Monitor
 	storm *storm503.Monitor
+	g2    *stormOverride // the engine's Override over storm, bound to the node in use
 	guard *loopguard.Guard
 	clamp *keepalive.Clamp
 	proxy *proxyWatch
@@ -108,10 +109,44 @@ func (s *signals) SignalStates() []watchdog.SignalState {
 	return out
 }
 
-// stormOverride is watchdog.Override over the 503 monitor.
-type stormOverride struct{ m *storm503.Monitor }
+// stormOverride is watchdog.Override over the 503 monitor, bound to the
+// node in use: ADR-0001's storm is the exit's, so only the current node's
+// urltest 503s are counted, and the count starts over when the node changes
+// (a storm on the node we left must not veto the healthy one we moved to).
+// The engine calls Override with its lock held, so the node comes from the
+// event follower (follow), never from a call back into the engine.
+type stormOverride struct {
+	m *storm503.Monitor
 
-func (o stormOverride) Override(now time.Time) (string, bool) {
+	mu      sync.Mutex
+	current string // node in use as last seen; "" before the first connect
+}
+
+// follow records the node in use after a transition; a new node starts the
+// count over.
+func (o *stormOverride) follow(node string) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if node != o.current {
+		o.m.Reset()
+		o.current = node
+	}
+}
+
+// record counts one urltest 503 line if it is the current node's.
+func (o *stormOverride) record(l loghealth.Line) {
+	o.mu.Lock()
+	node := o.current
+	o.mu.Unlock()
+	if l.Is503() && node != "" && l.Node == node {
+		o.m.Record(l.Time)
+	}
+}
+
+func (o *stormOverride) Override(now time.Time) (string, bool) {
 	if !o.m.OverrideActive(now) {
 		return "", false
 	}

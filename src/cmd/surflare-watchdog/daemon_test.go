@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/storm503"
 	"surflare-watchdog/src/watchdog"
 )
@@ -78,12 +79,22 @@ func TestLogRingKeepsTheLastLines(t *testing.T) {
 func TestStormOverrideFollowsTheMonitor(t *testing.T) {
 	now := time.Now()
 	m := storm503.New(storm503.Options{Count: 3, Window: time.Minute, ActiveWindow: 30 * time.Second, Now: func() time.Time { return now }})
-	o := stormOverride{m}
+	o := &stormOverride{m: m}
+	o.follow("Dallas")
 	if _, on := o.Override(now); on {
 		t.Fatal("override active without 503s")
 	}
+	line := func(n string) loghealth.Line {
+		return loghealth.Line{Time: now, Node: n, Transit: "auto", Error: "unexpected status: 503 Service Unavailable"}
+	}
 	for range 3 {
-		m.Record(now)
+		o.record(line("Miami")) // another node's storm is not ours
+	}
+	if _, on := o.Override(now); on {
+		t.Fatal("override active for another node's 503s")
+	}
+	for range 3 {
+		o.record(line("Dallas"))
 	}
 	why, on := o.Override(now)
 	if !on || !strings.Contains(why, "3 urltest 503s") {
@@ -91,6 +102,13 @@ func TestStormOverrideFollowsTheMonitor(t *testing.T) {
 	}
 	if _, on := o.Override(now.Add(time.Minute)); on {
 		t.Error("override still active after the active window")
+	}
+	for range 3 {
+		o.record(line("Dallas"))
+	}
+	o.follow("Los Angeles") // rotated away: Dallas's storm must not veto it
+	if _, on := o.Override(now); on {
+		t.Error("override active on the node we rotated to")
 	}
 }
 

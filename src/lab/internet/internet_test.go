@@ -134,12 +134,17 @@ func TestNodeDownAndRelayDown(t *testing.T) {
 	}
 }
 
-func TestNode503AnswersEveryRequest(t *testing.T) {
+func TestNode503AnswersTheURLTestTarget(t *testing.T) {
 	w := startWorld(t)
 	w.setFaults(t, func(f *fakes.Faults) { f.Node503 = []string{"Miami"} })
-	code, _, err := w.tunnelGet(t, "Tokyo", "Miami", w.cfg.Search[0], "/generate_204")
+	code, _, err := w.tunnelGet(t, "Tokyo", "Miami", w.cfg.Search[0], URLTestPath)
 	if err != nil || code != http.StatusServiceUnavailable {
 		t.Fatalf("Miami: want 503, got %d %v", code, err)
+	}
+	// Ordinary traffic still flows through the 503-ing exit.
+	code, body, err := w.tunnelGet(t, "Tokyo", "Miami", w.cfg.IPEcho[0], "/")
+	if err != nil || code != http.StatusOK || !strings.Contains(body, `"country":"US"`) {
+		t.Fatalf("Miami echo: want 200 from the exit, got %d %q %v", code, body, err)
 	}
 	code, _, err = w.tunnelGet(t, "Tokyo", "Atlanta", w.cfg.Search[0], "/generate_204")
 	if err != nil || code != http.StatusNoContent {

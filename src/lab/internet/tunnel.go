@@ -104,11 +104,7 @@ func (s *Servers) handleExit(ctx context.Context, n lab.Node, c net.Conn) {
 		return
 	}
 	if f.Is503(n.Name) {
-		c.SetReadDeadline(time.Time{})
-		if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err == nil {
-			serve503(c)
-		}
-		c.Close()
+		s.exit503(ctx, n, c, dst)
 		return
 	}
 	dstAP, err := netip.ParseAddrPort(dst)
@@ -132,9 +128,63 @@ func (s *Servers) handleExit(ctx context.Context, n lab.Node, c net.Conn) {
 	fakes.Pipe(ctx, c, up, s.chunkDelay(ctx, n.Name))
 }
 
-// serve503 answers every HTTP request on c with 503 until the client stops.
-func serve503(c net.Conn) {
+// URLTestPath is the path of the proxy's urltest target: a 503-ing exit
+// answers requests for it with 503 and serves everything else, like a CDN
+// front that rejects the connectivity-check endpoint (ADR-0001's storm:
+// urltest fails while ordinary traffic still works).
+const URLTestPath = "/generate_204"
+
+// exit503 serves one tunnel at a 503-ing exit: the first request decides;
+// a urltest request gets 503s, anything else is tunnelled as usual.
+func (s *Servers) exit503(ctx context.Context, n lab.Node, c net.Conn, dst string) {
+	c.SetReadDeadline(time.Time{})
+	if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err != nil {
+		c.Close()
+		return
+	}
 	br := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	first, err := br.ReadSlice('\n')
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetReadDeadline(time.Time{})
+	if fields := strings.Fields(string(first)); len(fields) >= 2 && strings.HasPrefix(fields[1], URLTestPath) {
+		serve503(c, io.MultiReader(strings.NewReader(string(first)), br))
+		c.Close()
+		return
+	}
+	dstAP, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		c.Close()
+		return
+	}
+	d := dialerFrom(n.Addr, dstAP.Addr())
+	d.Timeout = s.cfg.DialTimeout
+	up, err := d.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		c.Close()
+		return
+	}
+	// What the client sent so far goes first, then the tunnel as usual.
+	head := append([]byte(nil), first...)
+	if k := br.Buffered(); k > 0 {
+		b, _ := br.Peek(k)
+		head = append(head, b...)
+	}
+	if _, err := up.Write(head); err != nil {
+		c.Close()
+		up.Close()
+		return
+	}
+	fakes.Pipe(ctx, c, up, s.chunkDelay(ctx, n.Name))
+}
+
+// serve503 answers every HTTP request read from r with 503 on c until the
+// client stops.
+func serve503(c net.Conn, r io.Reader) {
+	br := bufio.NewReader(r)
 	for {
 		c.SetReadDeadline(time.Now().Add(handshakeTimeout))
 		req, err := http.ReadRequest(br)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"surflare-watchdog/src/runfiles"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/credentials"
@@ -253,7 +255,8 @@ func setupAuth(ctx context.Context, args []string, cio credIO) int {
 	cfgPath := fs.String("config", config.DefaultPath, "the UCI `file` holding main.username")
 	output := fs.String("output", credentials.DefaultEncryptedFile, "the encrypted credential `file` to write")
 	key := fs.String("with-key", string(credentials.KeyAuto), "what to bind the credential to: auto (TPM2 if present, else host), tpm2 or host")
-	if code, ok := parseCredFlags(fs, args, "setup-auth [--username EMAIL] [--with-key auto|tpm2|host] [--output FILE]", cio); !ok {
+	dropin := fs.String("dropin", defaultDropIn, "the systemd drop-in `dir` that makes the unit load the credential (\"\" = only print the line)")
+	if code, ok := parseCredFlags(fs, args, "setup-auth [--username EMAIL] [--with-key auto|tpm2|host] [--output FILE] [--dropin DIR]", cio); !ok {
 		return code
 	}
 	k, err := credentials.ParseKey(*key)
@@ -293,6 +296,27 @@ func setupAuth(ctx context.Context, args []string, cio credIO) int {
 	} else if u, _ := credentials.ReadUsername(*cfgPath); u == "" {
 		fmt.Fprintf(cio.stderr, "warning: no username in %s; add one with --username EMAIL\n", *cfgPath)
 	}
-	fmt.Fprintf(w, "\nAdd this line to the [Service] section of surflare-watchdog.service\n(systemctl edit surflare-watchdog):\n\n  %s\n\nthen: systemctl daemon-reload && systemctl restart surflare-watchdog\n", res.UnitLine)
+	if *dropin == "" {
+		fmt.Fprintf(w, "\nAdd this line to the [Service] section of surflare-watchdog.service\n(systemctl edit surflare-watchdog):\n\n  %s\n\nthen: systemctl daemon-reload && systemctl restart surflare-watchdog\n", res.UnitLine)
+		return exitOK
+	}
+	// The shipped unit cannot name the credential itself: systemd refuses to
+	// start a unit whose LoadCredentialEncrypted= file is missing, and most
+	// laptops use /etc/surflare/credentials instead. A drop-in adds it only
+	// where setup-auth made one.
+	path := filepath.Join(*dropin, dropInName)
+	if err := os.MkdirAll(*dropin, 0o755); err != nil {
+		return exitForError(ctx, fmt.Errorf("systemd drop-in: %w", err), cio)
+	}
+	if err := runfiles.WriteFile(path, []byte("# Written by surflare-watchdog setup-auth: systemd decrypts the password for the daemon.\n[Service]\n"+res.UnitLine+"\n")); err != nil {
+		return exitForError(ctx, fmt.Errorf("systemd drop-in: %w", err), cio)
+	}
+	fmt.Fprintf(w, "The unit loads it through %s.\nNow: systemctl daemon-reload && systemctl restart surflare-watchdog\n", path)
 	return exitOK
 }
+
+// The drop-in setup-auth writes for the systemd unit.
+const (
+	defaultDropIn = "/etc/systemd/system/surflare-watchdog.service.d"
+	dropInName    = "10-surflare-credential.conf"
+)

@@ -170,16 +170,21 @@ func TestSetupAuthChoosesTheKeyAndPrintsTheUnitLine(t *testing.T) {
 				TPMDevice: filepath.Join(t.TempDir(), "no-tpm"),
 			}
 			pw := strings.ToLower(plantedPassword)
+			dropin := filepath.Join(t.TempDir(), "surflare-watchdog.service.d")
 			code, out, errs := e.run(t, setupAuth, pw+"\n", enc,
-				"--output", e.encrypted, "--config", e.config, "--username", "lab@example.com")
+				"--output", e.encrypted, "--config", e.config, "--username", "lab@example.com", "--dropin", dropin)
 			if code != exitOK {
 				t.Fatalf("exit %d\n%s%s", code, out, errs)
 			}
 			if !strings.Contains(out, "Key: "+tc.key+", because") {
 				t.Errorf("output does not say the key:\n%s", out)
 			}
-			if !strings.Contains(out, "LoadCredentialEncrypted=surflare-password:"+e.encrypted) {
-				t.Errorf("output lacks the unit line:\n%s", out)
+			unit, err := os.ReadFile(filepath.Join(dropin, dropInName))
+			if err != nil || !strings.Contains(string(unit), "[Service]\nLoadCredentialEncrypted=surflare-password:"+e.encrypted+"\n") {
+				t.Errorf("drop-in %q, %v", unit, err)
+			}
+			if !strings.Contains(out, dropInName) || !strings.Contains(out, "daemon-reload") {
+				t.Errorf("output does not say where the unit line went:\n%s", out)
 			}
 			if !strings.Contains(strings.Join(calls, "\n"), "encrypt --name=surflare-password --with-key="+tc.key+" - -") {
 				t.Errorf("systemd-creds calls: %q", calls)

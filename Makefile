@@ -80,7 +80,7 @@ bench: ipk
 ## e.g. aarch64_cortex-a53; by default the generic one for ARCH).
 PKGARCH ?= $(ARCH)
 ipk: build
-	@rm -f $(BUILD)/ipk/*.ipk
+	@rm -f $(BUILD)/ipk/surflare-watchdog_*_$(PKGARCH)*.ipk $(BUILD)/ipk/luci-app-surflare_*_all.ipk
 	$(GO) run ./src/cmd/mkipk build --version $(VERSION) --arch $(PKGARCH) --bin $(BIN) --out $(BUILD)/ipk
 
 ## install: laptop install (role laptop) with the service file for this init system

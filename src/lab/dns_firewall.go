@@ -8,10 +8,11 @@ import (
 	"surflare-watchdog/src/firewall"
 )
 
-// Until the daemon runs in the lab, DNS tests and the dns-leak scenario
-// apply the watchdog's firewall themselves, with the Spec the daemon derives
-// from the lab config (labConfig: rule mode, router role, the lab's relays,
-// account API, chnroute and dns section).
+// The DNS unit-level tests apply the watchdog's firewall themselves, with
+// the Spec the daemon derives from the lab config (labConfig: rule mode,
+// router role, the lab's relays, account API, chnroute and dns section), so
+// they can vary it (bypass, no cn_direct). The dns-leak scenario runs the
+// real daemon instead, which applies the same rules from the config.
 
 // WatchdogSpec is the watchdog's firewall Spec for this lab.
 func (l *Lab) WatchdogSpec() firewall.Spec {

@@ -3,19 +3,23 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
 
 // The dns-leak scenario: a LAN client with a hard-coded public resolver
-// keeps resolving fresh foreign names while the tunnel is healthy, while it
-// fails over to another node (the fake CLI's disconnect + connect) and while
-// the daemon restarts (its firewall torn down with the kill switch kept,
-// then applied again — what the daemon does on stop and start). Each phase
-// reports the DNS packets that left the WAN outside the tunnel (the lab's
-// leak counters) and the time until foreign names resolved again; the
-// internet resolver's query log must show every question coming from an
-// exit node.
+// keeps resolving fresh foreign names (dnsmasq -> SmartDNS -> the foreign
+// resolver through the tunnel) while the real daemon keeps the tunnel
+// healthy, while it rotates to another node (`surflare-watchdog rotate`
+// over its control socket) and while it restarts (SIGTERM, which keeps the
+// kill switch armed, then `run` again). The daemon applies the firewall
+// and the DNS rules from its lab config (WriteDaemonConfig's dns section).
+// Each phase reports the DNS packets that left the WAN outside the tunnel
+// (the lab's leak counters) and the time until foreign names resolved
+// again; the foreign resolver's query log must show every question coming
+// from an exit node.
 
 // ScenarioDNSLeak is the scenario's name (`surflare-lab scenario dns-leak`).
 const ScenarioDNSLeak = "dns-leak"
@@ -36,7 +40,7 @@ type DNSLeakOptions struct {
 	// From and To are the nodes before and after the failover (default
 	// Dallas and Chicago).
 	From, To string
-	// Away is how long the "daemon" stays stopped in the restart phase
+	// Away is how long the daemon stays stopped in the restart phase
 	// (default 1 s, about a procd restart).
 	Away time.Duration
 	// Settle is how long each phase keeps querying after foreign names
@@ -50,12 +54,27 @@ const (
 	dnsProbeEvery   = 100 * time.Millisecond
 	dnsProbeTimeout = 800 * time.Millisecond
 	dnsPhaseLimit   = 20 * time.Second
+	// dnsDaemonHealthy bounds the wait for the daemon to report healthy
+	// (on the right node) after a start or a rotate.
+	dnsDaemonHealthy = 20 * time.Second
 )
 
-// DNSLeakScenario runs the three phases and returns the result in the
-// scenario format (the phase is in each run's extra["phase"]). An error
-// means the scenario could not be carried out at all; a phase that fails
-// is reported in its run.
+// dnsLeakSets are the daemon's lab overrides for the scenario: short
+// intervals so a start or rotate is verified within seconds.
+var dnsLeakSets = []string{
+	"surflare.main.check_interval=2",
+	"surflare.main.degraded_interval=1",
+	"surflare.main.fail_threshold=2",
+	"surflare.main.probe_timeout=2",
+	"surflare.main.domestic_confirm=1",
+	"surflare.main.heartbeat_interval=0",
+}
+
+// DNSLeakScenario runs the three phases against the lab's daemon (started
+// here, on From, if it is not running; stopped at the end if started here)
+// and returns the result in the scenario format (the phase is in each
+// run's extra["phase"]). An error means the scenario could not be carried
+// out at all; a phase that fails is reported in its run.
 func DNSLeakScenario(ctx context.Context, o DNSLeakOptions) (ScenarioResult, error) {
 	res := ScenarioResult{Scenario: ScenarioDNSLeak}
 	if o.From == "" {
@@ -85,39 +104,66 @@ func DNSLeakScenario(ctx context.Context, o DNSLeakOptions) (ScenarioResult, err
 			return res, err
 		}
 	}
-	spec := l.WatchdogSpec()
-	fw, err := l.ApplyWatchdogFirewall(ctx, spec)
-	if err != nil {
-		return res, err
+	if !l.DaemonRunning() {
+		sets := append(append([]string(nil), dnsLeakSets...), "surflare.main.node="+o.From)
+		if _, err := l.StartDaemon(ctx, sets...); err != nil {
+			return res, fmt.Errorf("starting the daemon: %w", err)
+		}
+		defer func() {
+			if l.DaemonRunning() {
+				_, _ = l.StopDaemon(context.WithoutCancel(ctx))
+			}
+		}()
 	}
-	if err := l.Connect(ctx, o.From); err != nil {
-		return res, fmt.Errorf("connecting to %s: %w", o.From, err)
+	onNode := func(node string) func(DaemonState) bool {
+		return func(s DaemonState) bool { return s.Healthy() && s.Node == node }
+	}
+	if st, err := l.WaitDaemon(ctx, dnsDaemonHealthy, onNode(o.From)); err != nil {
+		return res, fmt.Errorf("the daemon is not healthy on %s (state %q on %q): %w", o.From, st.State, st.Node, err)
 	}
 	phases := []struct {
 		name    string
-		node    string
-		disrupt func(context.Context) error
+		disrupt func(context.Context, *ScenarioRun) error
 	}{
-		{PhaseHealthy, o.From, func(context.Context) error { return nil }},
-		{PhaseFailover, o.To, func(ctx context.Context) error {
-			_, _ = l.Surflare(ctx, "disconnect")
-			return l.Connect(ctx, o.To)
+		{PhaseHealthy, func(context.Context, *ScenarioRun) error { return nil }},
+		{PhaseFailover, func(ctx context.Context, run *ScenarioRun) error {
+			if err := l.daemonRotate(ctx, o.To); err != nil {
+				return err
+			}
+			st, err := l.WaitDaemon(ctx, dnsDaemonHealthy, onNode(o.To))
+			run.Extra["daemon_node"] = st.Node
+			return err
 		}},
-		{PhaseRestart, o.To, func(ctx context.Context) error {
-			if _, err := fw.Teardown(ctx, true); err != nil {
-				return fmt.Errorf("stopping (teardown keeping the kill switch): %w", err)
+		{PhaseRestart, func(ctx context.Context, run *ScenarioRun) error {
+			took, err := l.StopDaemon(ctx)
+			run.Extra["daemon_stop_s"] = seconds3(took.Seconds())
+			if err != nil {
+				return fmt.Errorf("stopping the daemon: %w", err)
+			}
+			armed := slices.Contains(l.RouterTables(), "inet killswitch")
+			run.Extra["killswitch_armed_while_stopped"] = armed
+			if !armed {
+				return fmt.Errorf("the kill switch was not armed after the daemon stopped")
 			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(o.Away):
 			}
-			_, err := fw.Apply(ctx, spec)
+			if !slices.Contains(l.RouterTables(), "inet killswitch") {
+				run.Extra["killswitch_armed_while_stopped"] = false
+				return fmt.Errorf("the kill switch went away while the daemon was stopped")
+			}
+			if _, err := l.StartDaemon(ctx); err != nil {
+				return fmt.Errorf("starting the daemon again: %w", err)
+			}
+			st, err := l.WaitDaemon(ctx, dnsDaemonHealthy, DaemonState.Healthy)
+			run.Extra["daemon_node"] = st.Node
 			return err
 		}},
 	}
 	for _, p := range phases {
-		run := l.dnsLeakPhase(ctx, p.name, p.node, o.Settle, p.disrupt)
+		run := l.dnsLeakPhase(ctx, p.name, o.Settle, p.disrupt)
 		res.Runs = append(res.Runs, run)
 		if ctx.Err() != nil {
 			break
@@ -125,6 +171,16 @@ func DNSLeakScenario(ctx context.Context, o DNSLeakOptions) (ScenarioResult, err
 	}
 	res.Summarize()
 	return res, nil
+}
+
+// daemonRotate asks the running daemon to switch to node, as a user would:
+// `surflare-watchdog rotate NODE` in the router namespace.
+func (l *Lab) daemonRotate(ctx context.Context, node string) error {
+	out, err := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "rotate", "--run-dir", l.Path(dirRun), node).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("surflare-watchdog rotate %q: %w: %s", node, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // dnsProbe is one query of the LAN client.
@@ -137,8 +193,8 @@ type dnsProbe struct {
 // dnsLeakPhase keeps client 0 resolving fresh foreign names through its
 // hard-coded resolver (ForeignDNS, redirected to the router) around one
 // disruption and measures recovery and leaks.
-func (l *Lab) dnsLeakPhase(ctx context.Context, phase, node string, settle time.Duration, disrupt func(context.Context) error) ScenarioRun {
-	run := ScenarioRun{NodesTried: []string{node}, Extra: map[string]any{"phase": phase}}
+func (l *Lab) dnsLeakPhase(ctx context.Context, phase string, settle time.Duration, disrupt func(context.Context, *ScenarioRun) error) ScenarioRun {
+	run := ScenarioRun{Extra: map[string]any{"phase": phase}}
 	if _, err := l.ResetLeaks(ctx); err != nil {
 		run.Error = err.Error()
 		return run
@@ -176,7 +232,7 @@ func (l *Lab) dnsLeakPhase(ctx context.Context, phase, node string, settle time.
 	}()
 
 	start := time.Now()
-	derr := disrupt(pctx)
+	derr := disrupt(pctx, &run)
 	disrupted := time.Now()
 	// Wait for a query sent after the disruption to succeed, then settle.
 	var recovered time.Time
@@ -203,6 +259,12 @@ func (l *Lab) dnsLeakPhase(ctx context.Context, phase, node string, settle time.
 	}
 	close(stop)
 	wg.Wait()
+	if st, err := l.DaemonStatus(ctx); err == nil {
+		run.NodesTried = []string{st.Node}
+		run.Extra["daemon_state"] = st.State
+	} else {
+		run.Extra["daemon_state"] = "no answer: " + err.Error()
+	}
 
 	lc, err := l.ResetLeaks(ctx)
 	if err != nil {

@@ -86,11 +86,23 @@ func TestDNSForeignNameOnlyThroughTheTunnel(t *testing.T) {
 	}
 }
 
-// The dns-leak scenario: healthy, failover and daemon restart, no DNS
-// packet outside the tunnel in any of them, every question seen from an
-// exit node, and the JSON in the scenario format.
+// The dns-leak scenario against the real daemon: healthy, a rotate to
+// Chicago and a daemon restart (the kill switch armed while it is down), no
+// DNS packet outside the tunnel in any of them, every question seen from an
+// exit node, and the JSON in the scenario format. The daemon applies the
+// firewall and DNS rules itself; the test applies nothing.
 func TestDNSLeakScenario(t *testing.T) {
-	l, _ := upDNS(t, defaultSpec)
+	for _, b := range []string{DefaultDnsmasq, DefaultSmartDNS} {
+		if _, err := os.Stat(b); err != nil {
+			t.Fatalf("%s missing (apt-get install dnsmasq-base smartdns): %v", b, err)
+		}
+	}
+	l := upFull(t, Options{DNS: true})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", tail(l.DaemonLog(), 60))
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	res, err := DNSLeakScenario(ctx, DNSLeakOptions{Lab: l, Settle: 500 * time.Millisecond})
@@ -115,8 +127,25 @@ func TestDNSLeakScenario(t *testing.T) {
 			t.Errorf("%s: leaked %d packets (%s), resolver saw %v", phase, r.LeakedPackets, r.Leaks, r.Extra["resolver_saw"])
 		}
 	}
+	if saw, _ := res.Runs[0].Extra["resolver_saw"].(map[string]int); saw["Dallas"] == 0 {
+		t.Errorf("while healthy on Dallas the foreign resolver never saw Dallas: %v", saw)
+	}
 	if saw, _ := res.Runs[1].Extra["resolver_saw"].(map[string]int); saw["Chicago"] == 0 {
 		t.Errorf("after the failover the foreign resolver never saw Chicago: %v", saw)
+	}
+	if n := res.Runs[1].Extra["daemon_node"]; n != "Chicago" {
+		t.Errorf("after the rotate the daemon is on %v, want Chicago", n)
+	}
+	if armed := res.Runs[2].Extra["killswitch_armed_while_stopped"]; armed != true {
+		t.Errorf("kill switch armed while the daemon was stopped: %v", armed)
+	}
+	for i, r := range res.Runs {
+		if r.Extra["daemon_state"] != "healthy" {
+			t.Errorf("run %d (%v): daemon %v at the end of the phase", i, r.Extra["phase"], r.Extra["daemon_state"])
+		}
+	}
+	if l.DaemonRunning() {
+		t.Errorf("the scenario started the daemon and left it running")
 	}
 	if res.Summary.MaxLeakedPackets != 0 || res.Summary.RecoveredRuns != 3 {
 		t.Errorf("summary %+v", res.Summary)
@@ -213,6 +242,15 @@ func TestDNSBypassedDeviceIsNotRedirected(t *testing.T) {
 	qs, _ := l.QueriesFor(name)
 	if len(qs) != 1 || qs[0].From != WANRouter.String() {
 		t.Errorf("bypassed client's question arrived as %+v, want one, directly from %s", qs, WANRouter)
+	}
+	// The dns-leak scenario's two measures see this direct question (so
+	// their zeros there mean something): the WAN's port-53 counter and the
+	// resolver log's non-exit source.
+	if lc, _ := l.Leaks(ctx); lc.DNS4 == 0 {
+		t.Errorf("the bypassed client's direct question is not in the DNS leak counter: %s", lc)
+	}
+	if _, direct, err := l.resolverSources([]string{name}); err != nil || direct != 1 {
+		t.Errorf("resolverSources counts %d direct questions (%v), want 1", direct, err)
 	}
 	if a, err := l.ClientResolve(ctx, 0, ForeignDNS, RouterName, 2*time.Second); err != nil || len(a.Addrs) != 1 {
 		t.Errorf("the other client must still be answered by the router: %+v, %v", a, err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"surflare-watchdog/src/testenv"
 	"testing"
 	"time"
 
@@ -252,7 +253,7 @@ func TestGuardCutsLoopedSockets(t *testing.T) {
 	// A killer that fails is reported, the circuit stays.
 	k2 := &fakeKiller{fail: true}
 	g2, _ := New(Options{MinActive: 100, Blocker: &fakeBlocker{}, Killer: k2})
-	buf := captureLog(t)
+	buf := testenv.CaptureLog(t)
 	g2.Observe(context.Background(), loopTo(loopDst, 200, 0))
 	if !g2.State().Open || !strings.Contains(buf.String(), "could not be destroyed") {
 		t.Errorf("failed kill: %+v\n%s", g2.State(), buf)

@@ -5,6 +5,8 @@
 package testenv
 
 import (
+	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,4 +64,17 @@ func Fixtures(t testing.TB, kind string) string {
 		t.Skipf("golden fixtures not found (want ../shared/fixtures/%s beside the repository root)", kind)
 	}
 	return dir
+}
+
+// CaptureLog installs a default slog logger (debug level, text) writing into
+// the returned buffer, as the daemon installs its own at start, and puts the
+// previous one back when the test ends. Packages look their logger up at each
+// use, so this shows what they really log, at which level and subsystem.
+func CaptureLog(t testing.TB) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	return &buf
 }

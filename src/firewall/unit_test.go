@@ -179,8 +179,8 @@ func TestMergeRangesAndReadBack(t *testing.T) {
 }
 
 func TestChnrouteAndAPNIC(t *testing.T) {
-	ps, err := ParseChnroute("cn.txt", strings.NewReader("# comment\n1.0.1.0/24\n\n1.0.2.0/23 # trailing\n240e::/18\n8.8.8.8\n"))
-	if err != nil || len(ps) != 4 || ps[3].String() != "8.8.8.8/32" {
+	ps, err := ParseChnroute("cn.txt", strings.NewReader("# comment\n1.0.1.0/24\n\n1.0.2.0/23 # trailing\n240e::/18\n192.0.2.8\n"))
+	if err != nil || len(ps) != 4 || ps[3].String() != "192.0.2.8/32" {
 		t.Fatalf("ParseChnroute = %v, %v", ps, err)
 	}
 	if _, err := ParseChnroute("cn.txt", strings.NewReader("1.0.1.0/24\nnot-a-prefix\n")); err == nil || !strings.Contains(err.Error(), "cn.txt:2:") {

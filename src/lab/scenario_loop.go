@@ -36,7 +36,7 @@ const (
 	// loop can burn a thousand in well under a second.
 	loopSample = 20 * time.Millisecond
 	// loopHold is how long the vendor bug lasts: long enough for the guard
-	// (its own gate, every 25 ms) to act more than once and
+	// (sampling every detector.interval, 3 s) to act more than once and
 	// for looped connections to time out in the proxy (5 s).
 	loopHold = 10 * time.Second
 	// fdSlack: a proxy this close to its limit has run out (a few

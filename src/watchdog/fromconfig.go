@@ -9,9 +9,9 @@ import (
 )
 
 // SettingsFromConfig maps the typed UCI config onto the engine's settings;
-// knobs the config does not expose keep DefaultSettings' values.
+// knobs the config does not expose keep engineDefaults' values.
 func SettingsFromConfig(c *config.Config) Settings {
-	s := DefaultSettings()
+	s := engineDefaults()
 	m := c.Main
 	s.Node, s.Candidates, s.Transit, s.Mode = m.Node, append([]string(nil), m.Candidates...), m.Transit, string(m.Mode)
 	s.Transits = append([]string(nil), m.TransitCandidates...)

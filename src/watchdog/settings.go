@@ -3,6 +3,7 @@ package watchdog
 import (
 	"errors"
 	"fmt"
+	"surflare-watchdog/src/config"
 	"time"
 )
 
@@ -64,39 +65,30 @@ type Settings struct {
 	MaxTransitions int
 }
 
-// DefaultSettings are the seed design's constants.
+// DefaultSettings are the shipped defaults: config.Default() mapped by
+// SettingsFromConfig, without state files (the caller chooses where state
+// lives). The numbers live once, in package config.
 func DefaultSettings() Settings {
+	s := SettingsFromConfig(config.Default())
+	s.StateFile, s.MemoryFile = "", ""
+	return s
+}
+
+// engineDefaults are the knobs the config does not expose; SettingsFromConfig
+// starts from them.
+func engineDefaults() Settings {
 	return Settings{
-		Node:                 "Dallas",
-		Candidates:           []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"},
-		Transit:              "auto",
-		Mode:                 "rule",
-		CheckInterval:        30 * time.Second,
-		DegradedInterval:     10 * time.Second,
-		FailThreshold:        4,
-		HeartbeatInterval:    600 * time.Second,
-		StormCooldown:        600 * time.Second,
-		ReconnectWindow:      600 * time.Second,
-		ReconnectLimit:       6,
-		CascadeAfter:         2,
-		Phase1Timeout:        20 * time.Second,
-		Phase1Poll:           500 * time.Millisecond,
-		Phase2Timeout:        60 * time.Second,
-		Phase2Poll:           3 * time.Second,
-		LogHealthThreshold:   10,
-		LogHealthStale:       20 * time.Minute,
-		AccountRetryMin:      3 * time.Second,
-		AccountRetryMax:      60 * time.Second,
-		StartMemory:          time.Hour,
-		LoginRetries:         5,
-		LoginBackoffMin:      3 * time.Second,
-		LoginBackoffMax:      60 * time.Second,
-		SubscriptionCooldown: time.Hour,
-		FailOpen:             false,
-		FailOpenAfter:        5,
-		StopTimeout:          2500 * time.Millisecond,
-		AuthStopWait:         time.Second,
-		MaxTransitions:       20,
+		CascadeAfter:    2,
+		Phase1Timeout:   20 * time.Second,
+		Phase1Poll:      500 * time.Millisecond,
+		Phase2Timeout:   60 * time.Second,
+		Phase2Poll:      3 * time.Second,
+		AccountRetryMin: 3 * time.Second,
+		AccountRetryMax: 60 * time.Second,
+		StartMemory:     time.Hour,
+		StopTimeout:     2500 * time.Millisecond,
+		AuthStopWait:    time.Second,
+		MaxTransitions:  20,
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 // The two example lines of SURFLARE-CONTRACT.md.
 const (
-	contractTimeout = `+0000 2026-11-29 14:03:11 ERROR [1820334452 2.1s] outbound/urltest[Dallas via Tokyo]: Get "https://cp.cloudflare.com/generate_204": context deadline exceeded`
+	contractTimeout = `+0000 2026-11-29 14:03:11 ERROR [1820334452 2.1s] outbound/urltest[Dallas via Tokyo]: Get "http://198.18.30.21/generate_204": context deadline exceeded`
 	contract503     = `+0000 2026-11-29 14:03:12 ERROR [2210337101 0.4s] outbound/urltest[Miami via auto]: unexpected status: 503 Service Unavailable`
 )
 
@@ -31,7 +31,7 @@ func TestParseContractLines(t *testing.T) {
 	want := Line{
 		Time: time.Date(2026, 11, 29, 14, 3, 11, 0, time.UTC),
 		Node: "Dallas", Transit: "Tokyo",
-		Error: `Get "https://cp.cloudflare.com/generate_204": context deadline exceeded`,
+		Error: `Get "http://198.18.30.21/generate_204": context deadline exceeded`,
 	}
 	if !l.Time.Equal(want.Time) || l.Node != want.Node || l.Transit != want.Transit || l.Error != want.Error {
 		t.Errorf("got %+v\nwant %+v", l, want)

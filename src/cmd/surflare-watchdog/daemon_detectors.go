@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"time"
 
-
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/keepalive"

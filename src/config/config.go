@@ -96,19 +96,20 @@ func (k ProbeKind) Tunnel() bool { return k != ProbeProxyPath }
 
 // Config is the whole /etc/config/surflare.
 type Config struct {
-	Main      Main      // config surflare 'main'
-	Storm503  Storm503  // config storm503 'storm503'
-	Auth      Auth      // config auth 'auth'
-	Detector  Detector  // config detector 'detector'
-	LogHealth LogHealth // config loghealth 'loghealth'
-	Probes    []Probe   // config probe (repeated; the file's list replaces the defaults)
-	Bypass    []Bypass  // config bypass (repeated)
-	LoopGuard LoopGuard // config loopguard 'loopguard'
-	Paths     Paths     // config paths 'paths'
-	Web       Web       // config web 'web'
-	DNS       DNS       // config dns 'dns'
-	Keepalive Keepalive // config keepalive 'keepalive'
-	Vendor    Vendor    // config vendor 'vendor'
+	Main       Main       // config surflare 'main'
+	Storm503   Storm503   // config storm503 'storm503'
+	Auth       Auth       // config auth 'auth'
+	Detector   Detector   // config detector 'detector'
+	LogHealth  LogHealth  // config loghealth 'loghealth'
+	FastSignal FastSignal // config fastsignal 'fastsignal'
+	Probes     []Probe    // config probe (repeated; the file's list replaces the defaults)
+	Bypass     []Bypass   // config bypass (repeated)
+	LoopGuard  LoopGuard  // config loopguard 'loopguard'
+	Paths      Paths      // config paths 'paths'
+	Web        Web        // config web 'web'
+	DNS        DNS        // config dns 'dns'
+	Keepalive  Keepalive  // config keepalive 'keepalive'
+	Vendor     Vendor     // config vendor 'vendor'
 }
 
 // Main holds the supervisor's own settings: section `config surflare 'main'`.
@@ -160,6 +161,7 @@ type Main struct {
 // Storm503 is the 503 override: a burst of HTTP 503 from the exit means the
 // node is overloaded even when probes pass.
 type Storm503 struct {
+	Enabled      bool          // 0 = no monitor: 503s never trigger a check or veto a passing probe
 	Count        int           // 503s within Window that trigger it
 	Window       time.Duration // counting window
 	ActiveWindow time.Duration // how recent the last 503 must be for the storm to count as ongoing
@@ -200,6 +202,29 @@ type LogHealth struct {
 	Stale     time.Duration  // older health data is ignored (all healthy)
 	Pattern   *regexp.Regexp // an urltest error line; named groups node and transit
 }
+
+// FastSignal switches the fast signals (package fastsignal): cheap events
+// that ask the engine for a check at once instead of waiting for the next
+// interval, and whose evidence lets a single failed check rotate. They are
+// on by default; the switches exist so that a signal that misbehaves on
+// some router can be turned off alone, and so that the benchmark's baseline
+// can run without any early signal. Enabled = false turns off all three.
+type FastSignal struct {
+	Enabled   bool // 0 = none of the three runs, whatever they say
+	ProxyExit bool // the proxy's exit, watched through a pidfd (else found by the next check)
+	NodeLog   bool // the current node's urltest errors of the last seconds (fed by log health: needs loghealth.enabled)
+	Counters  bool // jumps of the kill switch's drop, strict direct's refusal and the moat's relay RST counters
+}
+
+// ProxyExitOn reports whether the proxy exit watch runs.
+func (f FastSignal) ProxyExitOn() bool { return f.Enabled && f.ProxyExit }
+
+// NodeLogOn reports whether the current node's urltest errors are a fast
+// signal (log health must run too: it reads the lines).
+func (f FastSignal) NodeLogOn() bool { return f.Enabled && f.NodeLog }
+
+// CountersOn reports whether the counter jump watch runs.
+func (f FastSignal) CountersOn() bool { return f.Enabled && f.Counters }
 
 // Probe is one health-check target (section `config probe`).
 type Probe struct {
@@ -310,7 +335,7 @@ func Default() *Config {
 				"172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
 				"::1/128", "fc00::/7", "fe80::/10", "ff00::/8"),
 		},
-		Storm503: Storm503{Count: 10, Window: 300 * time.Second, ActiveWindow: 60 * time.Second},
+		Storm503: Storm503{Enabled: true, Count: 10, Window: 300 * time.Second, ActiveWindow: 60 * time.Second},
 		Auth: Auth{
 			LoginRetries:         5,
 			LoginBackoffMin:      3 * time.Second,
@@ -333,6 +358,7 @@ func Default() *Config {
 			Stale:     20 * time.Minute,
 			Pattern:   regexp.MustCompile(DefaultLogPattern),
 		},
+		FastSignal: FastSignal{Enabled: true, ProxyExit: true, NodeLog: true, Counters: true},
 		Probes: []Probe{
 			{Name: "search", Kind: ProbeSearch, URL: "https://www.google.com/generate_204"},
 			{Name: "cdn1", Kind: ProbeCDNTrace, URL: "https://www.cloudflare.com/cdn-cgi/trace"},

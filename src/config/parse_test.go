@@ -53,6 +53,7 @@ config surflare 'main'
 	list endpoint '198.18.40.0/24'
 
 config storm503 'storm503'
+	option enabled '0'
 	option count '20'
 	option window '120'
 	option active_window '30'
@@ -82,6 +83,12 @@ config loghealth 'loghealth'
 	option tail '512K'
 	option stale '1h'
 	option pattern 'urltest\[(?P<node>[^]]+) over (?P<transit>[^]]+)\]'
+
+config fastsignal 'fastsignal'
+	option enabled 'no'
+	option proxy_exit '0'
+	option node_log 'off'
+	option counters 'disabled'
 
 config probe 'echo'
 	option kind 'ip-echo'
@@ -157,13 +164,14 @@ func everyOptionWant() *Config {
 		Private:    []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")},
 		Endpoints:  []netip.Prefix{netip.MustParsePrefix("198.18.10.1/32"), netip.MustParsePrefix("198.18.40.0/24")},
 	}
-	c.Storm503 = Storm503{Count: 20, Window: 120 * time.Second, ActiveWindow: 30 * time.Second}
+	c.Storm503 = Storm503{Enabled: false, Count: 20, Window: 120 * time.Second, ActiveWindow: 30 * time.Second}
 	c.Auth = Auth{LoginRetries: 3, LoginBackoffMin: time.Second, LoginBackoffMax: 20 * time.Second,
 		FailOpenAfter: 2, SubscriptionCooldown: 0, LoginMode: LoginArgv, LoginTimeout: 12 * time.Second,
 		AuthNeeded: []string{"please log in"}, SubscriptionInactive: []string{"no plan"}, LoginFatal: []string{"banned"}}
 	c.Detector = Detector{Enabled: false, Interval: time.Second, Threshold: 8, Cooldown: time.Minute}
 	c.LogHealth = LogHealth{Enabled: false, Window: 5 * time.Minute, Threshold: 3, Tail: 512 << 10, Stale: time.Hour,
 		Pattern: regexp.MustCompile(`urltest\[(?P<node>[^]]+) over (?P<transit>[^]]+)\]`)}
+	c.FastSignal = FastSignal{}
 	c.Probes = []Probe{
 		{Name: "echo", Kind: ProbeIPEcho, URL: "http://198.18.30.1/"},
 		{Kind: ProbeProxyPath, URL: "http://198.18.30.21/generate_204"},
@@ -342,6 +350,12 @@ config loopguard 'loopguard'
 config surflare 'again'
 
 config whatever 'w'
+
+config fastsignal 'fastsignal'
+	option counters 'sometimes'
+
+config storm503 'storm503'
+	option enabled '2'
 `
 
 func TestEveryErrorReportedAtOnce(t *testing.T) {
@@ -373,6 +387,8 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 		`/etc/config/surflare:43: paths.run_dir: "run" is not an absolute path`,
 		`/etc/config/surflare:46: loopguard.ratio: 101 is too large: must be at most 100`,
 		`/etc/config/surflare:48: again: a second "surflare" section (the first is at line 1): merge them`,
+		`/etc/config/surflare:53: fastsignal.counters: "sometimes" is not a boolean (use 1 or 0)`,
+		`/etc/config/surflare:56: storm503.enabled: "2" is not a boolean (use 1 or 0)`,
 	}
 	var got []string
 	for _, e := range list {
@@ -391,6 +407,34 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 	}
 	if !reflect.DeepEqual(gotWarn, wantWarn) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(gotWarn, "\n"), strings.Join(wantWarn, "\n"))
+	}
+}
+
+// The switches the benchmark's baseline uses: fastsignal.enabled turns off
+// all three fast signals whatever their own options say, each can be turned
+// off alone, and storm503.enabled turns off the 503 monitor.
+func TestSignalSwitches(t *testing.T) {
+	c, w := mustParse(t, "")
+	if len(w) != 0 || !c.FastSignal.ProxyExitOn() || !c.FastSignal.NodeLogOn() || !c.FastSignal.CountersOn() || !c.Storm503.Enabled {
+		t.Errorf("defaults must leave every signal on: %+v storm503 %+v", c.FastSignal, c.Storm503)
+	}
+	c, _ = mustParse(t, "config fastsignal 'fastsignal'\n\toption enabled '0'\nconfig storm503\n\toption enabled 'off'\n")
+	if c.FastSignal.ProxyExitOn() || c.FastSignal.NodeLogOn() || c.FastSignal.CountersOn() {
+		t.Errorf("fastsignal.enabled=0 must turn off all three: %+v", c.FastSignal)
+	}
+	if !c.FastSignal.ProxyExit || !c.FastSignal.NodeLog || !c.FastSignal.Counters {
+		t.Errorf("the per-signal options keep their own values: %+v", c.FastSignal)
+	}
+	if c.Storm503.Enabled {
+		t.Error("storm503.enabled=off left the monitor on")
+	}
+	c, _ = mustParse(t, "config fastsignal 'fs'\n\toption node_log '0'\n")
+	if !c.FastSignal.ProxyExitOn() || c.FastSignal.NodeLogOn() || !c.FastSignal.CountersOn() {
+		t.Errorf("node_log=0 must turn off only that one: %+v", c.FastSignal)
+	}
+	_, _, err := Parse("/etc/config/surflare", []byte("config fastsignal 'fastsignal'\n\toption enabled '1'\n\toption proxy_exit 'maybe'\n"))
+	if err == nil || err.Error() != `/etc/config/surflare:3: fastsignal.proxy_exit: "maybe" is not a boolean (use 1 or 0)` {
+		t.Errorf("err = %v", err)
 	}
 }
 

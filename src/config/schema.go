@@ -31,6 +31,7 @@ func (c *Config) singletons() []singleton {
 		{"auth", c.Auth.options()},
 		{"detector", c.Detector.options()},
 		{"loghealth", c.LogHealth.options()},
+		{"fastsignal", c.FastSignal.options()},
 		{"loopguard", c.LoopGuard.options()},
 		{"paths", c.Paths.options()},
 		{"web", c.Web.options()},
@@ -92,6 +93,7 @@ func (m *Main) options() []option {
 
 func (s *Storm503) options() []option {
 	return []option{
+		boolean("enabled", &s.Enabled),
 		integer("count", &s.Count, 1, 100000),
 		seconds("window", &s.Window, time.Second, day),
 		seconds("active_window", &s.ActiveWindow, time.Second, day),
@@ -130,6 +132,15 @@ func (l *LogHealth) options() []option {
 		size("tail", &l.Tail, 4<<10, 1<<30),
 		minutes("stale", &l.Stale, time.Minute, 7*day),
 		pattern("pattern", &l.Pattern, "node", "transit"),
+	}
+}
+
+func (f *FastSignal) options() []option {
+	return []option{
+		boolean("enabled", &f.Enabled),
+		boolean("proxy_exit", &f.ProxyExit),
+		boolean("node_log", &f.NodeLog),
+		boolean("counters", &f.Counters),
 	}
 }
 

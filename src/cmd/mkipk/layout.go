@@ -30,11 +30,13 @@ const (
 // (which every OpenWrt has): nft tproxy/socket expressions for the LAN
 // transparent proxy, nft nat for the DNS redirect, inet-diag for the early
 // detector's tcp_info (sock_diag), conntrack-netlink to cut connections
-// pinned to a dead node, ca-bundle for the TLS probes, and firewall4 for the
-// nftables.d includes and the nft tool the boot lock loads with.
+// pinned to a dead node, nfnetlink-log for the loop guard's kernel events
+// (without it the guard falls back to polling), ca-bundle for the TLS
+// probes, and firewall4 for the nftables.d includes and the nft tool the
+// boot lock loads with.
 var coreDepends = []string{
 	"libc", "kmod-nft-tproxy", "kmod-nft-socket", "kmod-nft-nat",
-	"kmod-inet-diag", "kmod-nf-conntrack-netlink", "ca-bundle", "firewall4",
+	"kmod-inet-diag", "kmod-nf-conntrack-netlink", "kmod-nfnetlink-log", "ca-bundle", "firewall4",
 }
 
 var luciDepends = []string{"libc", corePackage, "luci-base"}

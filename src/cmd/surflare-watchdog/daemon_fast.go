@@ -121,31 +121,44 @@ func (d *daemon) currentTunnel() (node, transit string) {
 	return "", ""
 }
 
-// startFast builds and starts the fast signals. Call it before
-// startSignals (the detectors' proxy scans go through the tracker) and
-// before the engine is built (its Corroborator is d.fast.evidence()).
+// startFast builds and starts the fast signals the config switches on
+// (section fastsignal). Call it before startSignals (the detectors' proxy
+// scans go through the tracker) and before the engine is built (its
+// Corroborator is d.fast.evidence()). A signal that is off is not built:
+// no goroutine, no evidence, and nothing of it in status; without the
+// proxy exit watch the pid cache is empty too, so pid questions fall back
+// to a /proc scan (proxyCache.pids).
 func (d *daemon) startFast(ctx context.Context, c *config.Config) {
 	f := &fastSignals{}
 	d.fast = f
+	sw := c.FastSignal
+	if !sw.ProxyExitOn() && !sw.NodeLogOn() && !sw.CountersOn() {
+		d.log.Info("Fast signals off (fastsignal): failures wait for the next health check")
+		return
+	}
 	trig := d.fastTrigger(ctx)
 	comm := c.Vendor.ProxyComm
 
-	t, err := fastsignal.NewProxyTracker(fastsignal.TrackerOptions{
-		Find: func() ([]int, error) { return d.procs.scanPIDs(comm) },
-		OnExit: func(pid int) {
-			d.log.Warn(fmt.Sprintf("Proxy exited: pid %d", pid))
-			trig(fmt.Sprintf("PROXY_EXIT: %s (pid %d) exited", comm, pid))
-		},
-	})
-	if err != nil {
-		d.log.Error("Proxy tracker disabled", "err", err)
-	} else {
-		f.tracker = t
-		d.procs.proxy.v.Store(&proxyCacheEntry{comm: comm, t: t})
-		d.goAux(ctx, "proxy tracker", t.Run)
+	if sw.ProxyExitOn() {
+		t, err := fastsignal.NewProxyTracker(fastsignal.TrackerOptions{
+			Find: func() ([]int, error) { return d.procs.scanPIDs(comm) },
+			OnExit: func(pid int) {
+				d.log.Warn(fmt.Sprintf("Proxy exited: pid %d", pid))
+				trig(fmt.Sprintf("PROXY_EXIT: %s (pid %d) exited", comm, pid))
+			},
+		})
+		if err != nil {
+			d.log.Error("Proxy tracker disabled", "err", err)
+		} else {
+			f.tracker = t
+			d.procs.proxy.v.Store(&proxyCacheEntry{comm: comm, t: t})
+			d.goAux(ctx, "proxy tracker", t.Run)
+		}
 	}
 
-	if c.LogHealth.Enabled {
+	// The log signal has no reader of its own: log health feeds it
+	// (observeLine), so it needs log health on as well.
+	if sw.NodeLogOn() && c.LogHealth.Enabled {
 		lw, err := fastsignal.NewLogWatch(fastsignal.LogOptions{
 			Current: d.currentTunnel, Nodes: c.Main.Candidates, Trigger: trig,
 		})
@@ -156,14 +169,16 @@ func (d *daemon) startFast(ctx context.Context, c *config.Config) {
 		}
 	}
 
-	cw, err := fastsignal.NewCounterWatch(fastsignal.CounterOptions{
-		Read: d.readFastCounters, Watch: fastCounter, Trigger: trig,
-	})
-	if err != nil {
-		d.log.Error("Counter watch disabled", "err", err)
-	} else {
-		f.counters = cw
-		d.goAux(ctx, "counter watch", cw.Run)
+	if sw.CountersOn() {
+		cw, err := fastsignal.NewCounterWatch(fastsignal.CounterOptions{
+			Read: d.readFastCounters, Watch: fastCounter, Trigger: trig,
+		})
+		if err != nil {
+			d.log.Error("Counter watch disabled", "err", err)
+		} else {
+			f.counters = cw
+			d.goAux(ctx, "counter watch", cw.Run)
+		}
 	}
 }
 

@@ -42,18 +42,27 @@ func OursParams() (Params, error) {
 		}
 		p.Sets = append(p.Sets, "surflare.main."+opt+"="+v)
 	}
-	p.Notes = append(p.Notes, "every other option is the lab's (lab probe targets, addresses, paths) or the built-in default; early detector, log health and the 503 storm monitor are on, as shipped")
+	p.Notes = append(p.Notes, "every other option is the lab's (lab probe targets, addresses, paths) or the built-in default; early detector, fast signals, log health, the 503 storm monitor and strict direct are on, as shipped")
 	return p, nil
 }
-
-// neverCount is a 503 count the storm monitor cannot reach in its window:
-// the monitor has no enabled option, so this is how the baseline turns it
-// off (config allows up to 100000).
-const neverCount = "100000"
 
 // BaselineParams are the seed design's parameters on top of ours: 30 s
 // interval and threshold 4 (also our defaults — the seed's constants), no
 // early signals, no log-health skipping. Serial node tries have no knob.
+//
+// "No early signals" turns off everything that asks for a check before the
+// interval is up or lets fewer than fail_threshold failed checks rotate:
+// the early detector, the fast signals (proxy exit watch, the current
+// node's urltest errors, counter jumps) and the 503 storm monitor.
+//
+// Strict direct (main.strict_direct) stays on, as in ours: it is a safety
+// floor — the proxy's own direct traffic is cut instead of leaking — not a
+// detection parameter, like the kill switch that both sides keep although
+// the seed dropped it while reconnecting. The baseline thus measures the
+// seed's detection and rotation on the same firewall, and a leak figure
+// that differs would be the daemon's, not a missing rule's. Its counter
+// (direct_blocked) is one of the fast signals' counters, so as an early
+// signal it is off with them.
 func BaselineParams(ours Params) Params {
 	seed := map[string]string{
 		"surflare.main.check_interval":    "30",
@@ -70,13 +79,15 @@ func BaselineParams(ours Params) Params {
 	}
 	p.Sets = append(p.Sets,
 		"surflare.detector=detector", "surflare.detector.enabled=0",
+		"surflare.fastsignal=fastsignal", "surflare.fastsignal.enabled=0",
+		"surflare.storm503=storm503", "surflare.storm503.enabled=0",
 		"surflare.loghealth=loghealth", "surflare.loghealth.enabled=0",
-		"surflare.storm503=storm503", "surflare.storm503.count="+neverCount,
 	)
 	p.Notes = []string{
-		"no early signals: `detector.enabled=0`; the 503 storm monitor has no enabled option, so `storm503.count=" + neverCount + "` keeps it from ever firing",
+		"no early signals: `detector.enabled=0` (early detector), `fastsignal.enabled=0` (proxy exit watch, current node's urltest errors, counter jumps), `storm503.enabled=0` (503 storm monitor)",
 		"no log-health skipping: `loghealth.enabled=0`",
 		"serial node tries: no config knob — our engine also tries one candidate at a time (one connect sequence in flight), so ours and the baseline do not differ here",
+		"strict direct stays on, as in ours: a safety floor (the proxy's direct traffic is cut, not leaked), not a detection parameter; its refusal counter is a fast signal and is off with them",
 	}
 	return p
 }

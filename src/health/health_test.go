@@ -341,3 +341,36 @@ func TestCancelledCheckIsNotHealthy(t *testing.T) {
 }
 
 var _ = errors.New
+
+// A confirming check (WithProbeTimeout) on a black-holed path gives its
+// verdict after the short timeout, not the configured one; a longer value
+// never makes a check more patient than the configured timeout.
+func TestConfirmingCheckUsesShortTimeout(t *testing.T) {
+	hangAll := func(f *fixture) {
+		for _, tg := range targets {
+			host := strings.TrimPrefix(tg.URL, "http://")
+			f.w.hang[host[:strings.IndexByte(host, '/')]] = true
+		}
+	}
+	f := newFixture(t)
+	f.build(Config{Targets: targets, EgressTargets: []string{"198.19.0.53:53"}, ProbeTimeout: 5 * time.Second})
+	hangAll(f)
+	start := time.Now()
+	r := f.c.Check(WithProbeTimeout(context.Background(), 150*time.Millisecond))
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("confirming check took %v; want about 150ms, not the 5s probe timeout", el)
+	}
+	if r.Outcome != ProxyBroken || r.TunnelUp {
+		t.Errorf("outcome %s (%s) tunnel_up=%v, want PROXY_BROKEN with every probe failed", r.Outcome, r.Reason, r.TunnelUp)
+	}
+
+	f.build(Config{Targets: targets, EgressTargets: []string{"198.19.0.53:53"}, ProbeTimeout: 150 * time.Millisecond})
+	start = time.Now()
+	r = f.c.Check(WithProbeTimeout(context.Background(), time.Minute))
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("a longer confirming timeout was honoured: check took %v, configured timeout 150ms", el)
+	}
+	if r.Outcome != ProxyBroken {
+		t.Errorf("outcome %s, want PROXY_BROKEN", r.Outcome)
+	}
+}

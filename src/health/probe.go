@@ -24,7 +24,7 @@ func (c *Checker) probe(ctx context.Context, path Path, t Target) ProbeResult {
 	if r.Name == "" {
 		r.Name = string(t.Kind)
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.cfg.ProbeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, c.probeTimeout(ctx))
 	defer cancel()
 	start := c.deps.Now()
 	defer func() { r.LatencyMS = c.deps.Now().Sub(start).Milliseconds() }()

@@ -31,3 +31,16 @@ func (w *Watchdog) rotateIfCorroboratedLocked(now time.Time) bool {
 	w.rotateLocked(fmt.Sprintf("failed check corroborated: %s", why))
 	return true
 }
+
+// confirmCheckLocked says whether the next check only confirms what the
+// evidence already says: a connected tunnel whose node Deps.Corroborator
+// names broken now. Such a check fails fast on a dead path (the probes are
+// bounded by ConfirmProbeTimeout) and, failing, rotates at once
+// (rotateIfCorroboratedLocked); a working tunnel still answers it, so the
+// evidence alone never rotates.
+func (w *Watchdog) confirmCheckLocked() (string, bool) {
+	if w.d.Corroborator == nil || !w.f.connected || w.f.connecting || w.node == "" {
+		return "", false
+	}
+	return w.d.Corroborator.Corroborate(w.clock.Now(), w.node, w.transit)
+}

@@ -73,8 +73,9 @@ func TestCorroboratedFailureRotatesAtOnce(t *testing.T) {
 	}
 }
 
-// A passing check never asks for evidence, and evidence alone (no failed
-// check) never rotates.
+// Evidence alone (no failed check) never rotates: checks started while
+// the evidence names the node are confirming ones, and a working tunnel
+// passes them.
 func TestEvidenceAloneNeverRotates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
@@ -91,9 +92,51 @@ func TestEvidenceAloneNeverRotates(t *testing.T) {
 		if got := h.connects(); len(got) != 1 {
 			t.Fatalf("connects = %q with healthy checks and evidence, want only the first", got)
 		}
-		if n := asked.Load(); n != 0 {
-			t.Fatalf("asked %d times with every check passing", n)
+		if n := h.logged("Confirming check on Dallas"); n == 0 {
+			t.Errorf("no confirming check logged while the evidence named Dallas:\n%s", strings.Join(h.logs(), "\n"))
 		}
+		h.requireState(StateHealthy)
 		h.stop()
 	})
+}
+
+// A black-holed node (probes hang until their timeout) is confirmed by a
+// check bounded by ConfirmProbeTimeout when evidence names it, so the
+// rotation comes after ~2 s instead of the 5 s probe timeout; without
+// evidence the check waits the full timeout and counts one failure.
+func TestConfirmingCheckIsBoundedByConfirmTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		evidence bool
+	}{{"evidence", true}, {"no evidence", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld()
+				s := testSettings(t)
+				var broken atomic.Bool
+				var asked atomic.Int32
+				broken.Store(tc.evidence)
+				h := start(t, s, wd, func(d *Deps) { d.Corroborator = fakeCorroborator{&broken, &asked} })
+				h.requireState(StateHealthy)
+				h.advance(time.Minute)
+				wd.set(func(w *world) { w.blackhole["Dallas"] = true })
+				if err := h.w.Check(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				h.advance(s.ConfirmProbeTimeout + 500*time.Millisecond)
+				got := h.connects()
+				rotated := len(got) >= 2 && got[1] == "Los Angeles"
+				if rotated != tc.evidence {
+					t.Fatalf("%s after the confirm timeout: connects = %q, want rotation %v\n%s",
+						s.ConfirmProbeTimeout+500*time.Millisecond, got, tc.evidence, strings.Join(h.logs(), "\n"))
+				}
+				if !tc.evidence {
+					h.requireState(StateHealthy) // the 5 s check is still running
+					h.advance(fakeProbeTimeout)
+					h.requireState(StateDegraded)
+				}
+				h.stop()
+			})
+		})
+	}
 }

@@ -14,13 +14,20 @@ type checkDone struct {
 	r   health.Result
 }
 
-// startCheckLocked runs one health check in the background.
+// startCheckLocked runs one health check in the background. While an
+// independent signal already names the current node broken, the check is a
+// confirming one (confirmCheckLocked): its probes are bounded by
+// ConfirmProbeTimeout instead of the configured probe timeout.
 func (w *Watchdog) startCheckLocked() {
 	w.cancelCheckLocked()
 	w.checkGen++
 	gen := w.checkGen
 	w.checkInFlight = true
 	ctx, cancel := context.WithCancel(w.opCtx)
+	if why, ok := w.confirmCheckLocked(); ok {
+		w.logLocked(slog.LevelInfo, fmt.Sprintf("Confirming check on %s (probes bounded by %s): %s", w.node, w.s.ConfirmProbeTimeout, why))
+		ctx = health.WithProbeTimeout(ctx, w.s.ConfirmProbeTimeout)
+	}
 	w.checkCancel = cancel
 	w.ops.Add(1)
 	go func() {

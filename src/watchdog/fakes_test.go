@@ -40,6 +40,7 @@ type world struct {
 	calls      []string // ordered vendor and firewall calls
 	connected  string   // node the vendor runs, "" = down
 	dead       map[string]bool
+	blackhole  map[string]bool // nodes whose probes hang until their timeout (a silent black-hole)
 	domestic   map[string]bool
 	connectErr map[string][]error // queued errors per node; nil entry = success
 	status     surflare.State     // forced status ("" = derive)
@@ -66,7 +67,7 @@ type world struct {
 }
 
 func newWorld() *world {
-	return &world{t0: time.Now(), dead: map[string]bool{}, domestic: map[string]bool{},
+	return &world{t0: time.Now(), dead: map[string]bool{}, blackhole: map[string]bool{}, domestic: map[string]bool{},
 		connectErr: map[string][]error{}, logErrors: map[string]int{}, logUpdated: time.Now(),
 		badTransit: map[string]bool{}, pairs: map[string]pairErr{}}
 }
@@ -216,8 +217,28 @@ func (p fakeProber) Local(ctx context.Context) health.Result {
 	return health.Result{Outcome: health.OK}
 }
 
+// fakeProbeTimeout is the fake's configured probe timeout: what a probe
+// of a black-holed node waits before failing, unless the check is a
+// confirming one (health.WithProbeTimeout).
+const fakeProbeTimeout = 5 * time.Second
+
 func (p fakeProber) Check(ctx context.Context) health.Result {
 	w := p.w
+	w.mu.Lock()
+	silent := w.connected != "" && w.blackhole[w.connected]
+	w.mu.Unlock()
+	if silent {
+		d := fakeProbeTimeout
+		if c, ok := health.ProbeTimeoutFrom(ctx); ok && c < d {
+			d = c
+		}
+		time.Sleep(d) // nothing answers: every probe runs into its timeout
+		w.mu.Lock()
+		w.checks++
+		w.checkAt = append(w.checkAt, w.since())
+		w.mu.Unlock()
+		return health.Result{Outcome: health.ProxyBroken, Reason: "no probe answered (timeout)"}
+	}
 	time.Sleep(200 * time.Millisecond) // probes take a moment
 	if ctx.Err() != nil {
 		return health.Result{Outcome: health.ProxyBroken, Reason: "cancelled"}

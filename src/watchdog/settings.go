@@ -23,6 +23,11 @@ type Settings struct {
 	CheckInterval     time.Duration // between checks while healthy (30 s)
 	DegradedInterval  time.Duration // between checks after a failure (10 s)
 	FailThreshold     int           // consecutive failed checks before rotating (4)
+	// ConfirmProbeTimeout bounds each probe of a confirming check: one
+	// started while Deps.Corroborator already names the current node
+	// broken (2 s; never longer than the configured probe timeout, see
+	// health.WithProbeTimeout). A working tunnel answers well inside it.
+	ConfirmProbeTimeout time.Duration
 	HeartbeatInterval time.Duration // "VPN healthy: exit=US" at most this often (600 s); 0 = never
 
 	StormCooldown   time.Duration // after every candidate failed (600 s)
@@ -79,6 +84,9 @@ func DefaultSettings() Settings {
 func engineDefaults() Settings {
 	return Settings{
 		CascadeAfter:    2,
+		// Lab and field probes answer in tens of ms; 2 s still leaves a
+		// lost SYN (1 s initial RTO) room for one retransmission.
+		ConfirmProbeTimeout: 2 * time.Second,
 		Phase1Timeout:   20 * time.Second,
 		Phase1Poll:      500 * time.Millisecond,
 		Phase2Timeout:   60 * time.Second,
@@ -105,6 +113,7 @@ func (s Settings) Validate() error {
 	}
 	pos("check_interval", s.CheckInterval)
 	pos("degraded_interval", s.DegradedInterval)
+	pos("confirm_probe_timeout", s.ConfirmProbeTimeout)
 	pos("storm_cooldown", s.StormCooldown)
 	pos("reconnect_window", s.ReconnectWindow)
 	pos("phase1_timeout", s.Phase1Timeout)

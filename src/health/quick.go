@@ -1,0 +1,37 @@
+package health
+
+import (
+	"context"
+	"time"
+)
+
+// probeTimeoutKey carries a per-check probe timeout (WithProbeTimeout).
+type probeTimeoutKey struct{}
+
+// WithProbeTimeout returns a context under which Check bounds every probe by
+// d instead of Config.ProbeTimeout, when d is shorter. The watchdog uses it
+// for a confirming check: when an independent signal already names the
+// node broken (the proxy's urltest of it failing via several relays, its
+// connections to the relays gone silent), the check only has to confirm,
+// and a working tunnel answers a probe in well under d; waiting the full
+// probe timeout on a black-holed path would only delay the rotation.
+// A longer d than the configured timeout is ignored: a confirming check is
+// never more patient than a periodic one.
+func WithProbeTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, probeTimeoutKey{}, d)
+}
+
+// ProbeTimeoutFrom returns the timeout WithProbeTimeout put in ctx, if any
+// (for Prober implementations other than Checker, such as test fakes).
+func ProbeTimeoutFrom(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(probeTimeoutKey{}).(time.Duration)
+	return d, ok && d > 0
+}
+
+// probeTimeout is the timeout for one probe under ctx.
+func (c *Checker) probeTimeout(ctx context.Context) time.Duration {
+	if d, ok := ProbeTimeoutFrom(ctx); ok && d < c.cfg.ProbeTimeout {
+		return d
+	}
+	return c.cfg.ProbeTimeout
+}

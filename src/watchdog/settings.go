@@ -20,15 +20,15 @@ type Settings struct {
 	Transits []string
 	Mode     string // "rule" or "global"
 
-	CheckInterval     time.Duration // between checks while healthy (30 s)
-	DegradedInterval  time.Duration // between checks after a failure (10 s)
-	FailThreshold     int           // consecutive failed checks before rotating (4)
+	CheckInterval    time.Duration // between checks while healthy (30 s)
+	DegradedInterval time.Duration // between checks after a failure (10 s)
+	FailThreshold    int           // consecutive failed checks before rotating (4)
 	// ConfirmProbeTimeout bounds each probe of a confirming check: one
 	// started while Deps.Corroborator already names the current node
 	// broken (2 s; never longer than the configured probe timeout, see
 	// health.WithProbeTimeout). A working tunnel answers well inside it.
 	ConfirmProbeTimeout time.Duration
-	HeartbeatInterval time.Duration // "VPN healthy: exit=US" at most this often (600 s); 0 = never
+	HeartbeatInterval   time.Duration // "VPN healthy: exit=US" at most this often (600 s); 0 = never
 
 	StormCooldown   time.Duration // after every candidate failed (600 s)
 	ReconnectWindow time.Duration // rate limit window (600 s)
@@ -83,20 +83,20 @@ func DefaultSettings() Settings {
 // starts from them.
 func engineDefaults() Settings {
 	return Settings{
-		CascadeAfter:    2,
+		CascadeAfter: 2,
 		// Lab and field probes answer in tens of ms; 2 s still leaves a
 		// lost SYN (1 s initial RTO) room for one retransmission.
 		ConfirmProbeTimeout: 2 * time.Second,
-		Phase1Timeout:   20 * time.Second,
-		Phase1Poll:      500 * time.Millisecond,
-		Phase2Timeout:   60 * time.Second,
-		Phase2Poll:      3 * time.Second,
-		AccountRetryMin: 3 * time.Second,
-		AccountRetryMax: 60 * time.Second,
-		StartMemory:     time.Hour,
-		StopTimeout:     2500 * time.Millisecond,
-		AuthStopWait:    time.Second,
-		MaxTransitions:  20,
+		Phase1Timeout:       20 * time.Second,
+		Phase1Poll:          500 * time.Millisecond,
+		Phase2Timeout:       60 * time.Second,
+		Phase2Poll:          3 * time.Second,
+		AccountRetryMin:     3 * time.Second,
+		AccountRetryMax:     60 * time.Second,
+		StartMemory:         time.Hour,
+		StopTimeout:         2500 * time.Millisecond,
+		AuthStopWait:        time.Second,
+		MaxTransitions:      20,
 	}
 }
 

@@ -29,6 +29,19 @@ import (
 //
 // The set is "synced" in Apply's sense: Apply creates it but never touches
 // its elements, which only Block and Unblock change.
+//
+// Right after the reset, a second rule wakes the guard (it only logs,
+// never drops): the router's own new TCP connections into the tunnel
+// (mark 0x1, set by the vendor's route chain on everything it captures)
+// are counted by a token bucket, and every one over the bucket is logged
+// to NFLOG group LoopGuardLogGroup, where the guard listens
+// (loopguard/nflog). A loop is exactly such a flood: each looped connection
+// is an unmarked proxy socket that the vendor's chain marks 0x1 and sends
+// back to the proxy. The LAN's traffic never matches (it is forwarded and
+// tproxied, and the proxy's own relay sockets carry 0xff), so a busy LAN
+// costs the guard nothing; the router's own tunnel traffic (probes, the
+// account API) is a few connections a minute, far below the bucket.
+// Blocked connections were reset by the rule before and do not log.
 
 // SetLoopGuard is the loop guard's blocked destinations (addr . port).
 const SetLoopGuard = "loopguard_block"
@@ -36,6 +49,48 @@ const SetLoopGuard = "loopguard_block"
 // LoopGuardTTL is the set's default timeout; Block gives each element its
 // own. It matches loopguard.DefaultTTL: a false positive heals by itself.
 const LoopGuardTTL = 60 * time.Second
+
+// LoopGuardLogGroup is the NFLOG group of the loop guard's wake-up rule.
+// nfnetlink_log groups are per namespace and bound by one socket each;
+// ulogd and friends use small numbers, so the guard takes one far from
+// them.
+const LoopGuardLogGroup = 7207
+
+// loopGuardDefaultGate is loopguard.DefaultMinActive, the gate a zero
+// Spec.LoopGuardGate stands for.
+const loopGuardDefaultGate = 1000
+
+// loopGuardEventRules is the guard's wake-up rule for a gate of min_active
+// in-flight connections (none when the guard is off):
+//
+//	meta l4proto tcp meta mark 0x1 ct state new
+//	    limit rate over GATE/second burst GATE/4 packets log group 7207
+//
+// Burst GATE/4: a looped connection is two in-flight sockets (the proxy's
+// outbound half and the half it accepts), so the first event comes when a
+// loop has filled half the gate, and the guard is already judging at its
+// fast pace when the loop reaches the gate (a loop opens ~2000 connections
+// a second: the quarter of a 200 gate is 25 ms of it). Rate GATE per
+// second: once the bucket is spent, a flood keeps logging while it lasts,
+// and nothing legitimate (the router's own tunnel connections, a few a
+// minute) ever spends it: at the lab's gate of 200, 50 new tunnel
+// connections in a burst and 200 a second sustained.
+func loopGuardEventRules(gate int) []rule {
+	if gate < 0 {
+		return nil
+	}
+	if gate == 0 {
+		gate = loopGuardDefaultGate
+	}
+	burst := max(1, gate/4)
+	b := newRule(famInet, "out-loopguard-events").l4proto(unix.IPPROTO_TCP).mark(MarkTunnel)
+	b.ctBits(expr.CtKeySTATE, ctStateNew, "ct state new")
+	b.add(fmt.Sprintf("limit rate over %d/second burst %d packets", gate, burst),
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: uint64(gate), Over: true, Unit: expr.LimitTimeSecond, Burst: uint32(burst)})
+	b.add(fmt.Sprintf("log group %d", LoopGuardLogGroup),
+		&expr.Log{Key: 1 << unix.NFTA_LOG_GROUP, Group: LoopGuardLogGroup})
+	return []rule{b.done()}
+}
 
 // ctStateNew is the conntrack state bit of a connection's first packet.
 const ctStateNew = 0x8

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"surflare-watchdog/src/loopguard/nflog"
 )
 
 // A blocked addr . port refuses the router's new connections to it at
@@ -116,5 +118,86 @@ func TestLoopGuardBlocksOneDestination(t *testing.T) {
 	}
 	if err := fw.Block(ctx, netip.MustParseAddrPort("[fd00::1]:443"), time.Second); err == nil {
 		t.Error("an IPv6 destination was accepted")
+	}
+}
+
+// The wake-up rule: the router's own new tunnel connections (mark 0x1)
+// are let through untouched, and only those over the token bucket (burst
+// gate/4, rate gate per second) reach the NFLOG group; unmarked and 0xff
+// connections never do. With the guard off there is no rule.
+func TestLoopGuardEventsOnlyForAFloodOfTunnelConnections(t *testing.T) {
+	ctx := context.Background()
+	ns := newNS(t, "lgev")
+	s := labSpec()
+	const gate = 40 // burst 10
+	s.LoopGuardGate = gate
+	if _, err := newFW(ns).Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	var sub *nflog.Sub
+	var err error
+	ns.run(func() {
+		if ln, err = net.Listen("tcp4", "127.0.0.1:7003"); err != nil {
+			return
+		}
+		sub, err = nflog.Subscribe(ctx, LoopGuardLogGroup)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); sub.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dial := func(n int, mark int) (failed int) {
+		ns.run(func() {
+			d := &net.Dialer{Timeout: 2 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+				if mark == 0 {
+					return nil
+				}
+				return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_MARK, mark) })
+			}}
+			for range n {
+				c, err := d.Dial("tcp4", "127.0.0.1:7003")
+				if err != nil {
+					failed++
+					continue
+				}
+				c.Close()
+			}
+		})
+		return failed
+	}
+	settle := func() { time.Sleep(50 * time.Millisecond) } // let the reader drain the socket
+	failed := dial(3*gate, 0) + dial(3*gate, int(MarkDirect))
+	settle()
+	if n := sub.Events(); n != 0 || failed != 0 {
+		t.Fatalf("unmarked and 0xff connections: %d events, %d failed; want 0, 0", n, failed)
+	}
+	failed = dial(gate/4-2, int(MarkTunnel)) // within the burst
+	settle()
+	if n := sub.Events(); n != 0 || failed != 0 {
+		t.Fatalf("%d tunnel connections (burst %d): %d events, %d failed; want 0, 0", gate/4-2, gate/4, n, failed)
+	}
+	failed = dial(2*gate, int(MarkTunnel)) // a flood: far over the bucket
+	settle()
+	if n := sub.Events(); n < uint64(gate) || failed != 0 {
+		t.Fatalf("a flood of %d tunnel connections: %d events, %d failed; want >= %d events and every connection through", 2*gate, n, failed, gate)
+	}
+	t.Logf("flood of %d: %d events", 2*gate, sub.Events())
+
+	s.LoopGuardGate = -1
+	if _, err := newFW(ns).Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if out := ns.nft("list", "chain", "inet", TableKillSwitch, "output"); strings.Contains(out, "log group") {
+		t.Errorf("guard off, the wake-up rule is still there:\n%s", out)
 	}
 }

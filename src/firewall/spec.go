@@ -185,6 +185,11 @@ type Spec struct {
 	StrictDirect bool
 	ServerPorts  []uint16
 
+	// LoopGuardGate is the loop guard's min_active: it sets the rate of the
+	// rule that wakes the guard (loopguard.go). 0 = the guard's default
+	// gate; < 0 = the guard is off, no event rule.
+	LoopGuardGate int
+
 	// ProbeSrc are the source addresses of the daemon's LAN probe (probe 7
 	// runs from a namespace on the LAN bridge): their TCP goes to the proxy
 	// even while ProxyDown tombstones everyone else's (probe.go).

@@ -144,6 +144,7 @@ func killSwitchTable(s Spec) tableSpec {
 	// The loop guard's reset comes first: a looping proxy's packets are
 	// bound for lo by the time they get here (loopguard.go).
 	out := []rule{loopGuardRule()}
+	out = append(out, loopGuardEventRules(s.LoopGuardGate)...)
 	out = append(out, r("out-loopback").oifname("lo", false).accept())
 	if s.router() {
 		// Traffic to the LAN never leaves the house; this includes the tproxy

@@ -34,7 +34,8 @@ func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	}
 	s.APIEndpoints = c.Main.Endpoints
 	s.StrictDirect = c.Main.StrictDirect // the daemon adds the vendor's server ports (daemon_strict.go)
-	s.LoopGuardGate = c.LoopGuard.MinActive // the loop guard's wake-up rule (firewall/loopguard.go); -1 = off, no rule
+	// The loop guard's wake-up rule (firewall/loopguard.go); -1 = off, no rule.
+	s.LoopGuardGate = c.LoopGuard.MinActive
 	s.DNSDirect = c.DNS.DomesticUpstreams
 	// The router's own foreign DNS and DoH are marked into the tunnel
 	// (firewall/dns.go); without them they would leave through the ISP.

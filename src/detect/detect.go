@@ -64,6 +64,13 @@ type Conn struct {
 	Cwnd    uint32
 	RTO     time.Duration
 	Backoff uint8
+	// Unacked is the segments sent and not yet acknowledged; LastDataSent
+	// and LastDataRecv are how long ago data was last sent and received
+	// (for a connection that never received, the time since it was
+	// established). Together they tell a silent flow (silent.go).
+	Unacked      uint32
+	LastDataSent time.Duration
+	LastDataRecv time.Duration
 }
 
 // Dst is where the connection goes from the proxy's point of view: the
@@ -82,6 +89,7 @@ func (c Conn) InFlight() bool { return c.State == StateEstablished || c.State ==
 
 // Score is the connection's sickness score; only established outbound
 // connections with tcp_info are scored (the tunnel's health, not the LAN's).
+// A silent flow (Silent) scores like one sign.
 func Score(c Conn) int {
 	if !c.Outbound || !c.HasInfo || c.State != StateEstablished {
 		return 0
@@ -94,6 +102,9 @@ func Score(c Conn) int {
 		s += pointsPerSign
 	}
 	if c.Backoff >= sickBackoff {
+		s += pointsPerSign
+	}
+	if Silent(c) {
 		s += pointsPerSign
 	}
 	return s
@@ -155,6 +166,10 @@ type Detector struct {
 	st          Status
 	started     time.Time
 	staleLogged bool
+	waiting     int       // flows waiting for an answer in the last sample (silent.go)
+	quick       int       // quick samples in a row
+	silentFired time.Time // last firing that silent flows alone would have caused
+	silentWhy   string
 }
 
 // New checks o and fills defaults.
@@ -178,7 +193,10 @@ func New(o Options) (*Detector, error) {
 	return &Detector{o: o, st: Status{Threshold: o.Threshold}}, nil
 }
 
-// Run samples every Interval until ctx ends.
+// Run samples every Interval until ctx ends; sooner (quickInterval, a few
+// times in a row) while the proxy's flows are waiting for an answer, so a
+// black-hole is seen a second or two after it starts instead of up to an
+// Interval later, without polling faster on a quiet healthy tunnel.
 func (d *Detector) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.started = d.o.Clock.Now()
@@ -188,7 +206,7 @@ func (d *Detector) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-d.o.Clock.After(d.o.Interval):
+		case <-d.o.Clock.After(d.nextInterval()):
 		}
 	}
 }
@@ -209,24 +227,37 @@ func (d *Detector) Tick(ctx context.Context) {
 		d.checkStale(now)
 		return
 	}
-	total, sick := 0, 0
+	total, sick, silent, waiting := 0, 0, 0, 0
 	for _, c := range conns {
 		if s := Score(c); s > 0 {
 			total += s
 			sick++
 		}
+		if Silent(c) {
+			silent++
+		}
+		if waitingFor(c, waitingAfter) {
+			waiting++
+		}
 	}
+	silentOnly := silent*pointsPerSign >= d.o.Threshold
 	d.mu.Lock()
 	d.st.Err = ""
 	d.st.LastSample, d.st.Conns, d.st.Score = now, len(conns), total
+	d.waiting = waiting
 	fire := total >= d.o.Threshold && (d.st.LastFired.IsZero() || now.Sub(d.st.LastFired) >= d.o.Cooldown)
 	if fire {
 		d.st.LastFired = now
 	}
+	if silentOnly {
+		// Evidence is refreshed while the silence lasts, also in the
+		// cooldown: the engine's confirming check may come later.
+		d.silentFired, d.silentWhy = now, silentReason(silent, total, d.o.Threshold)
+	}
 	d.mu.Unlock()
 	d.checkStale(now)
 	if fire {
-		reason := fmt.Sprintf("EARLY_WARN_TRIGGERED: score %d >= %d (%d of %d proxy connections stalled)", total, d.o.Threshold, sick, len(conns))
+		reason := fmt.Sprintf("EARLY_WARN_TRIGGERED: score %d >= %d (%d of %d proxy connections stalled, %d silent)", total, d.o.Threshold, sick, len(conns), silent)
 		log().Warn(reason, "score", total, "threshold", d.o.Threshold)
 		if d.o.Trigger != nil {
 			d.o.Trigger(reason)

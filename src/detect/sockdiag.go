@@ -142,6 +142,9 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 				c.Cwnd = i.Snd_cwnd
 				c.RTO = time.Duration(i.Rto) * time.Microsecond
 				c.Backoff = i.Backoff
+				c.Unacked = i.Unacked
+				c.LastDataSent = time.Duration(i.Last_data_sent) * time.Millisecond
+				c.LastDataRecv = time.Duration(i.Last_data_recv) * time.Millisecond
 			}
 			out = append(out, c)
 		}

@@ -275,7 +275,7 @@ func (d *daemon) run(ctx context.Context) error {
 	if d.sig.storm != nil {
 		deps.Override = d.sig.g2
 	}
-	deps.Corroborator = d.fast.evidence()
+	deps.Corroborator = d.corroborator()
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/runfiles"
 	"surflare-watchdog/src/storm503"
+	"surflare-watchdog/src/watchdog"
 )
 
 // keepaliveCgroup is the proxy's cgroup: the default group on a router;
@@ -115,4 +116,43 @@ func (d *daemon) stopSignals() {
 	if err := d.sig.clamp.Close(); err != nil {
 		d.log.Warn("Stopping the keepalive clamp failed", "err", err)
 	}
+}
+
+// silenceEvidence is watchdog.Corroborator over the early detector's
+// silent flows: the proxy carries only the current tunnel, so flows to the
+// relays that were acknowledged and never answered name the node in use
+// (the relay is alive: it acknowledged; what is behind it is not).
+type silenceEvidence struct{ det *detect.Detector }
+
+func (s silenceEvidence) Corroborate(now time.Time, _, _ string) (string, bool) {
+	return s.det.Evidence(now)
+}
+
+// anyEvidence asks each corroborator in turn; the first that names the
+// node broken wins.
+type anyEvidence []watchdog.Corroborator
+
+func (a anyEvidence) Corroborate(now time.Time, node, transit string) (string, bool) {
+	for _, c := range a {
+		if why, ok := c.Corroborate(now, node, transit); ok {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// corroborator is the engine's evidence: the fast signals' (urltest,
+// counters) and the early detector's silent flows; nil when none runs.
+func (d *daemon) corroborator() watchdog.Corroborator {
+	var all anyEvidence
+	if e := d.fast.evidence(); e != nil {
+		all = append(all, e)
+	}
+	if d.sig.det != nil {
+		all = append(all, silenceEvidence{d.sig.det})
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return all
 }

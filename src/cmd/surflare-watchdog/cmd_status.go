@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
@@ -254,6 +255,17 @@ func inline(obj map[string]any) string {
 	return strings.Join(parts, " ")
 }
 
+// neverHappened reports a time that never happened: the daemon's JSON
+// keeps Go's zero time for it ("0001-01-01T00:00:00Z"; the API and LuCI
+// read that form, so it stays there), and a person reads "never" instead.
+func neverHappened(s string) bool {
+	if !strings.HasPrefix(s, "0001-01-01") {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil && t.IsZero()
+}
+
 func scalar(v any) string {
 	switch x := v.(type) {
 	case nil:
@@ -261,6 +273,9 @@ func scalar(v any) string {
 	case string:
 		if x == "" {
 			return `""`
+		}
+		if neverHappened(x) {
+			return "never"
 		}
 		return x
 	case bool:

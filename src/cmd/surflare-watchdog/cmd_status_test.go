@@ -33,6 +33,10 @@ func (f *fakeDaemon) Handle(ctx context.Context, req control.Request) (any, erro
 			"last_check":   map[string]any{"probes": []any{map[string]any{"kind": "search", "ok": true}}},
 			"candidates":   []any{"Dallas", "Los Angeles"},
 			"future_field": nil,
+			// A time that never happened is Go's zero time in the JSON.
+			"last_rotation": time.Time{},
+			"started_at":    time.Date(2026, 11, 29, 14, 3, 11, 0, time.UTC),
+			"signals":       []any{map[string]any{"name": "early_detector", "state": "off", "since": time.Time{}}},
 		}, nil
 	case control.CmdRotate:
 		if req.Args["node"] == "Atlantis" {
@@ -104,12 +108,18 @@ func TestStatusSummaryAndJSON(t *testing.T) {
 		"counters:\n  failures: 0\n  reconnects: 2\n",
 		"last check:\n  probes:\n    - kind=search ok=yes\n",
 		"future field: -\n",
+		"last rotation: never\n",
+		"started at: 2026-11-29T14:03:11Z\n",
+		"  - state=off since=never name=early_detector\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
 	code, out, _ = runDaemonCLI("status", "--json", "--run-dir", dir)
+	if !strings.Contains(out, "0001-01-01") || strings.Contains(out, "never") {
+		t.Errorf("status --json must keep the API's zero time, not the text's \"never\":\n%s", out)
+	}
 	if code != exitOK || !strings.Contains(out, `"exit_country": "US"`) {
 		t.Errorf("status --json: code=%d out=%s", code, out)
 	}

@@ -6,10 +6,20 @@
 // takes the whole LAN down with it.
 //
 // The guard watches the proxy's in-flight connections (established or
-// opening, from a sock_diag sample). Run checks a cheap gauge every
-// Interval (100 ms): the namespace's TCP sockets in use, one read of
-// /proc/net/sockstat. Below MinActive that is all it does. At or above it,
-// or while a circuit is open, it takes the full sample and judges it:
+// opening, from a sock_diag sample), but only when there is reason to: the
+// kernel wakes it. A rule of the kill switch (firewall/loopguard.go) logs
+// the router's own new tunnel connections to an NFLOG group once they come
+// faster than a token bucket sized from MinActive allows — which a loop
+// does within milliseconds and nothing legitimate ever does — and Run waits
+// on that group (package nflog; Options.Events). Woken, it checks at once
+// and then every Fast (10 ms) while events keep coming or a circuit is
+// open; otherwise it sleeps, apart from a safety check every Safety (2 s).
+// A check is the cheap gate: the namespace's TCP sockets in use, one read
+// of /proc/net/sockstat. Below MinActive that is all it does. At or above
+// it, or while a circuit is open, it takes the full sample and judges it.
+// Where NFLOG cannot be had (no nfnetlink_log; OpenWrt: kmod-nfnetlink-log)
+// the guard says so once and checks the gate every Interval (100 ms)
+// instead, which costs CPU at idle and sees a loop later.
 //
 //   - if one destination holds more than Ratio percent of the in-flight
 //     connections that are not already blocked ("ratio over what remains"),
@@ -66,11 +76,24 @@ const (
 	// circuit's hold grows to. Short, so a false positive heals by itself;
 	// refreshed every TTL/3 while the circuit is open.
 	DefaultTTL = 60 * time.Second
-	// DefaultInterval is Run's period: fast enough to act within a few
-	// hundred milliseconds of a loop (which exhausts 1024 descriptors in
-	// ~0.25 s), cheap enough below the gate (one small procfs read,
-	// ~25 µs: 0.03% of a core at 10 per second).
+	// DefaultInterval is Run's period without kernel events: fast enough
+	// to act within a few hundred milliseconds of a loop (which exhausts
+	// 1024 descriptors in ~0.25 s), cheap enough below the gate (one small
+	// procfs read, ~25 µs, but the wake-ups cost more than the read: the
+	// bench measured ~15 s of daemon CPU an hour for a 25 ms period).
 	DefaultInterval = 100 * time.Millisecond
+	// DefaultFast is the pace of checks once the kernel has woken the
+	// guard: a loop adds ~4000 in-flight sockets a second, so between two
+	// checks it grows by ~40 — a fifth of the lab's gate of 200.
+	DefaultFast = 10 * time.Millisecond
+	// DefaultLinger is how long the fast pace lasts after the last
+	// wake-up: the wake-up rule stops logging once new connections fall
+	// back under its rate, which a loop the block has cut does at once.
+	DefaultLinger = 250 * time.Millisecond
+	// DefaultSafety is the period of the safety check with kernel events:
+	// what the wake-up rule cannot see (in-flight connections that crept
+	// up slowly, e.g. a bulk LAN workload) is judged within 2 s.
+	DefaultSafety = 2 * time.Second
 	// DefaultHold is how long a circuit stays open after its looped
 	// connections drained, the first time; it doubles on each re-trip of
 	// the same destination within TTL of closing, up to TTL.
@@ -116,13 +139,28 @@ type Options struct {
 	Blocker   Blocker       // required unless the guard is off
 	Killer    Killer        // optional: without it looped sockets stay until the proxy's own timeout
 	// Run's inputs: the full sample, the cheap gauge (nil = SockstatGauge
-	// on /proc/net/sockstat) and the period (100 ms; 0 = default).
+	// on /proc/net/sockstat) and the period without events (100 ms; 0 =
+	// default).
 	Sampler  Sampler
 	Gauge    Gauge
 	Interval time.Duration
-	Now      func() time.Time
-	After    func(time.Duration) <-chan time.Time
+	// Events wakes Run when the kernel sees a flood of new tunnel
+	// connections (KernelEvents; nil = none, check every Interval). Fast,
+	// Linger and Safety shape the checks it wakes (10 ms, 250 ms, 2 s; 0 =
+	// default).
+	Events <-chan struct{}
+	Fast   time.Duration
+	Linger time.Duration
+	Safety time.Duration
+	Now    func() time.Time
+	After  func(time.Duration) <-chan time.Time
 }
+
+// How Run is woken, for status output.
+const (
+	ModeEvents = "events" // by the kernel's NFLOG wake-ups, plus a slow safety check
+	ModePoll   = "poll"   // by a timer every Interval
+)
 
 // FromConfig takes MinActive and Ratio from the config's loopguard section
 // (already resolved there: -1 = off).
@@ -152,6 +190,8 @@ type State struct {
 	Cut      int            `json:"cut"`                // looped sockets destroyed since start
 	Err      string         `json:"error,omitempty"`    // the last Block or sample failure
 	Advice   string         `json:"advice,omitempty"`   // headroom warning, if any
+	Mode     string         `json:"mode,omitempty"`     // how Run is woken (ModeEvents, ModePoll); empty before Run
+	Checks   uint64         `json:"checks"`             // gate checks since start (each one read of the gauge at most)
 }
 
 // circuit is an open circuit's bookkeeping (Observe's goroutine only).
@@ -202,6 +242,15 @@ func New(o Options) (*Guard, error) {
 	o.Hold = min(o.Hold, o.TTL)
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
+	}
+	if o.Fast <= 0 {
+		o.Fast = DefaultFast
+	}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.Safety <= 0 {
+		o.Safety = DefaultSafety
 	}
 	if o.Now == nil {
 		o.Now = time.Now

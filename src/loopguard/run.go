@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 )
 
 // DefaultSockstat is the caller's network namespace's socket summary (the
@@ -43,8 +44,15 @@ func parseSockstat(b []byte) (int, error) {
 	return 0, errors.New("sockstat: no \"TCP: inuse\" line")
 }
 
-// Run checks the gate every Interval and judges a full sample whenever it
-// is reached or a circuit is open, until ctx ends. It needs Options.Sampler.
+// Run judges the gate until ctx ends. It needs Options.Sampler.
+//
+// With Options.Events (the kernel's wake-ups, KernelEvents) it waits on
+// them and checks the gate only when woken — at once on the first event,
+// then every Fast while events keep coming (for Linger after the last) or
+// a circuit is open — plus a safety check every Safety, for what the
+// wake-up rule cannot see (a gauge that crept up without a flood of new
+// tunnel connections). Without events, or once they stop (the channel is
+// closed), it checks every Interval, as before there were events.
 func (g *Guard) Run(ctx context.Context) error {
 	if g.o.MinActive < 0 {
 		return nil
@@ -52,19 +60,65 @@ func (g *Guard) Run(ctx context.Context) error {
 	if g.o.Sampler == nil {
 		return errors.New("loop guard: no sampler")
 	}
+	events := g.o.Events
+	g.setMode(events != nil)
+	var lastTick, lastEvent time.Time
 	for {
+		wait := g.pace(events != nil, g.o.Now(), lastEvent)
+		if !lastTick.IsZero() {
+			wait = max(0, lastTick.Add(wait).Sub(g.o.Now()))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-g.o.After(g.o.Interval):
+		case _, ok := <-events:
+			if !ok {
+				events = nil
+				g.setMode(false)
+				if ctx.Err() == nil {
+					log().Warn(fmt.Sprintf("loopguard: kernel wake-ups stopped; checking the gate every %s instead "+
+						"(a loop is seen up to %s later and the check costs CPU at idle)", g.o.Interval, g.o.Interval))
+				}
+				continue
+			}
+			lastEvent = g.o.Now()
+			if !lastTick.IsZero() && lastEvent.Sub(lastTick) < g.o.Fast {
+				continue // checked moments ago: the fast pace takes it from here
+			}
+		case <-g.o.After(wait):
 		}
 		g.Tick(ctx)
+		lastTick = g.o.Now()
+	}
+}
+
+// pace is how long Run waits between checks.
+func (g *Guard) pace(events bool, now, lastEvent time.Time) time.Duration {
+	switch {
+	case !events:
+		return g.o.Interval
+	case len(g.circuits) > 0, !lastEvent.IsZero() && now.Sub(lastEvent) < g.o.Linger:
+		return g.o.Fast
+	default:
+		return g.o.Safety
+	}
+}
+
+func (g *Guard) setMode(events bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.st.Mode = ModePoll
+	if events {
+		g.st.Mode = ModeEvents
 	}
 }
 
 // Tick is one period of Run: the gauge (one integer comparison against the
 // gate) and, only at or above it or with a circuit open, a full sample.
 func (g *Guard) Tick(ctx context.Context) {
+	g.mu.Lock()
+	g.st.Checks++
+	g.mu.Unlock()
 	if len(g.circuits) == 0 {
 		n, err := g.o.Gauge()
 		if err == nil && n < g.o.MinActive {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/testenv"
 )
 
 type fakeSampler struct {
@@ -128,5 +130,125 @@ func BenchmarkGate(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
 		g.Tick(ctx)
+	}
+}
+
+// timer is an injected After: each call reports the wait Run asked for
+// and returns the channel the test fires.
+type timer struct {
+	asked chan time.Duration
+	fire  chan time.Time
+}
+
+func newTimer() *timer {
+	return &timer{asked: make(chan time.Duration), fire: make(chan time.Time)}
+}
+
+func (tm *timer) after(d time.Duration) <-chan time.Time {
+	tm.asked <- d
+	return tm.fire
+}
+
+// With kernel events Run sleeps (a safety check every Safety), checks at
+// once when woken, keeps a fast pace while events come or a circuit is
+// open, goes back to sleep after Linger, and falls back to polling with a
+// warning when the events stop.
+func TestRunWaitsForKernelEvents(t *testing.T) {
+	logs := testenv.CaptureLog(t)
+	clk := &clock{t: t0}
+	tm := newTimer()
+	ev := make(chan struct{}, 1)
+	reads, gauge := 0, 10
+	s := &fakeSampler{conns: loopTo(loopDst, 400, 0)}
+	g, err := New(Options{MinActive: 200, Blocker: &fakeBlocker{}, Sampler: s, Events: ev,
+		Gauge: func() (int, error) { reads++; return gauge, nil },
+		Now:   clk.now, After: tm.after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- g.Run(ctx) }()
+	expect := func(step string, want time.Duration, wantReads int) {
+		t.Helper()
+		if got := <-tm.asked; got != want || reads != wantReads {
+			t.Fatalf("%s: Run waits %v with %d gate checks, want %v with %d", step, got, reads, want, wantReads)
+		}
+	}
+	fire := func(d time.Duration) {
+		clk.t = clk.t.Add(d)
+		tm.fire <- clk.t
+	}
+
+	expect("idle", DefaultSafety, 0)
+	fire(DefaultSafety)
+	expect("after the safety check", DefaultSafety, 1)
+	if st := g.State(); st.Mode != ModeEvents {
+		t.Errorf("mode %q, want %q", st.Mode, ModeEvents)
+	}
+	clk.t = clk.t.Add(time.Second)
+	ev <- struct{}{}
+	expect("woken", DefaultFast, 2) // checked at once, without a timer
+	ev <- struct{}{}
+	expect("woken again at once", DefaultFast, 2) // coalesced into the pace
+	fire(DefaultFast)
+	expect("fast pace", DefaultFast, 3)
+	fire(DefaultLinger)
+	expect("quiet for Linger", DefaultSafety, 4)
+
+	// A loop: the gate is reached, a circuit opens, the pace stays fast
+	// while it is open even with no more events.
+	gauge = 400
+	clk.t = clk.t.Add(time.Second)
+	ev <- struct{}{}
+	expect("loop", DefaultFast, 5)
+	if !g.State().Open {
+		t.Fatalf("no circuit at the gate: %+v", g.State())
+	}
+	fire(time.Second)
+	expect("circuit open, no events", DefaultFast, 5) // an open circuit samples without the gauge
+	if s.calls != 2 {
+		t.Errorf("samples = %d, want 2", s.calls)
+	}
+
+	close(ev)
+	expect("events gone", DefaultInterval, 5)
+	if st := g.State(); st.Mode != ModePoll {
+		t.Errorf("mode %q after the events stopped, want %q", st.Mode, ModePoll)
+	}
+	if !strings.Contains(logs.String(), "kernel wake-ups stopped") || !strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("no warning when the events stopped:\n%s", logs)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := g.State(); st.Checks != 6 {
+		t.Errorf("checks = %d, want 6", st.Checks)
+	}
+}
+
+// Without events Run polls every Interval and says so in its state.
+func TestRunWithoutEventsPolls(t *testing.T) {
+	tm := newTimer()
+	g, err := New(Options{MinActive: 200, Blocker: &fakeBlocker{}, Sampler: &fakeSampler{},
+		Gauge: func() (int, error) { return 0, nil }, After: tm.after})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- g.Run(ctx) }()
+	for range 3 {
+		if d := <-tm.asked; d > DefaultInterval || d < DefaultInterval-10*time.Millisecond {
+			t.Errorf("waits %v, want %v", d, DefaultInterval)
+		}
+		tm.fire <- time.Now()
+	}
+	<-tm.asked
+	cancel()
+	<-done
+	if st := g.State(); st.Mode != ModePoll || st.Checks != 3 {
+		t.Errorf("state %+v, want mode poll and 3 checks", st)
 	}
 }

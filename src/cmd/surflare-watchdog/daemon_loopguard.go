@@ -7,13 +7,17 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/loopguard"
 )
 
-// startLoopGuard builds the loop guard with its own sampler and socket
-// killer and runs it: it checks its gate every 100 ms, independently of the
-// early detector's 3 s samples. Off (min_active < 0), it only shows in
-// status.
+// startLoopGuard builds the loop guard with its own sampler, socket killer
+// and kernel wake-ups (the NFLOG group of the kill switch's wake-up rule,
+// in our own namespace) and runs it, independently of the early
+// detector's 3 s samples: it checks its gate when the kernel sees a flood
+// of new tunnel connections, and every 2 s for safety — or every 100 ms
+// where NFLOG is missing (KernelEvents warns). Off (min_active < 0), it
+// only shows in status.
 func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 	o := loopguard.FromConfig(c, d.fw.fw)
 	if !c.LoopGuard.Enabled() {
@@ -32,10 +36,17 @@ func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 	} else {
 		o.Killer = k
 	}
+	events := loopguard.KernelEvents(ctx, firewall.LoopGuardLogGroup, o.Interval)
+	if events != nil {
+		o.Events = events.C()
+	}
 	release := func() {
 		sampler.Close()
 		if k != nil {
 			k.Close()
+		}
+		if events != nil {
+			events.Close()
 		}
 	}
 	g, err := loopguard.New(o)

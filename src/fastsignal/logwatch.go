@@ -50,6 +50,7 @@ type LogOptions struct {
 type logErr struct {
 	at            time.Time
 	node, transit string
+	is503         bool // the node answered 503 (overloaded), not a timeout or refusal
 }
 
 // LogWatch keeps the last Window of urltest errors (fed by log health's
@@ -95,7 +96,7 @@ func (w *LogWatch) Observe(l loghealth.Line) {
 	node, transit := w.o.Current()
 	w.mu.Lock()
 	w.pruneLocked(now)
-	w.errs = append(w.errs, logErr{at: now, node: l.Node, transit: l.Transit})
+	w.errs = append(w.errs, logErr{at: now, node: l.Node, transit: l.Transit, is503: l.Is503()})
 	var reason string
 	if l.Node == node {
 		if why, broken := w.brokenLocked(node, transit); broken && now.Sub(w.lastFired) >= w.o.TriggerGap {
@@ -163,4 +164,55 @@ func (w *LogWatch) brokenLocked(node, transit string) (string, bool) {
 	slices.Sort(pairs)
 	return fmt.Sprintf("urltest failed for %s via %s in the last %s (%d of %d other nodes failed via %s)",
 		node, strings.Join(pairs, ", "), w.o.Window, len(others), n, transit), true
+}
+
+// Node503 reports whether the last Window says node's exit is overloaded:
+// its urltest got HTTP 503 via at least MinPairs transits, while fewer
+// than half of the other nodes got any 503 (a 503 from the urltest target
+// itself would hit every node). This is ADR-0001's storm judged by breadth
+// instead of count: 503s via independent relays within one urltest round
+// say as much about the exit as ten 503s over minutes, and the engine's G2
+// override can start after one round instead of four.
+func (w *LogWatch) Node503(node string) (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pruneLocked(w.o.Clock.Now())
+	var pairs []string
+	others := map[string]bool{}
+	for _, e := range w.errs {
+		switch {
+		case !e.is503:
+		case e.node == node:
+			if !slices.Contains(pairs, e.transit) {
+				pairs = append(pairs, e.transit)
+			}
+		default:
+			others[e.node] = true
+		}
+	}
+	if len(pairs) < w.o.MinPairs {
+		return "", false
+	}
+	n := 0
+	for _, o := range w.o.Nodes {
+		if o != node {
+			n++
+		}
+	}
+	if len(others) > 0 && len(others)*2 >= n {
+		return "", false
+	}
+	slices.Sort(pairs)
+	return fmt.Sprintf("urltest 503 from %s via %s in the last %s (%d of %d other nodes got 503)",
+		node, strings.Join(pairs, ", "), w.o.Window, len(others), n), true
+}
+
+// NewTunnel lets the next broken verdict ask for a check at once, without
+// waiting out TriggerGap: the gap limits checks about one tunnel, and after
+// a (re)connect the question is whether the new tunnel is broken too (a
+// G2 reconnect is judged by the first urltest round of the new proxy).
+func (w *LogWatch) NewTunnel() {
+	w.mu.Lock()
+	w.lastFired = time.Time{}
+	w.mu.Unlock()
 }

@@ -129,3 +129,68 @@ func TestLogWatchOldLinesOtherNodesAndGap(t *testing.T) {
 		}
 	})
 }
+
+func line503(node, transit string) loghealth.Line {
+	return loghealth.Line{Node: node, Transit: transit, Error: "unexpected status: 503 Service Unavailable"}
+}
+
+// One urltest round of 503s from the current node via two relays is an
+// overloaded exit (Node503); timeouts are not 503s, one relay is not
+// enough, and 503s from most nodes are the urltest target's, not the
+// node's.
+func TestLogWatchNode503ByBreadth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, _ := newTestLogWatch(t, "auto")
+		w.Observe(line("Dallas", "Tokyo"))
+		w.Observe(line("Dallas", "auto"))
+		if why, ok := w.Node503("Dallas"); ok {
+			t.Fatalf("timeouts counted as 503: %s", why)
+		}
+		w.Observe(line503("Dallas", "Tokyo"))
+		if _, ok := w.Node503("Dallas"); ok {
+			t.Fatal("one relay's 503 made the node overloaded")
+		}
+		w.Observe(line503("Dallas", "auto"))
+		why, ok := w.Node503("Dallas")
+		if !ok || !strings.Contains(why, "Dallas via Tokyo, auto") {
+			t.Fatalf("Node503 = %q, %v after 503s via two relays", why, ok)
+		}
+		if _, ok := w.Node503("Chicago"); ok {
+			t.Fatal("Dallas's 503s named Chicago")
+		}
+		time.Sleep(DefaultLogWindow + time.Second)
+		if _, ok := w.Node503("Dallas"); ok {
+			t.Fatal("503 evidence outlived the window")
+		}
+
+		for _, n := range labNodes[1:4] {
+			w.Observe(line503(n, "auto"))
+		}
+		w.Observe(line503("Dallas", "Tokyo"))
+		w.Observe(line503("Dallas", "auto"))
+		if why, ok := w.Node503("Dallas"); ok {
+			t.Fatalf("503s from 3 of 5 other nodes still blamed Dallas: %s", why)
+		}
+	})
+}
+
+// After NewTunnel the next broken verdict triggers at once instead of
+// waiting out the trigger gap (a G2 reconnect is judged by the new proxy's
+// first urltest round).
+func TestLogWatchNewTunnelResetsTheGap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, fired := newTestLogWatch(t, "auto")
+		w.Observe(line503("Dallas", "Tokyo"))
+		w.Observe(line503("Dallas", "auto"))
+		time.Sleep(time.Second)
+		w.Observe(line503("Dallas", "Singapore"))
+		if len(*fired) != 1 {
+			t.Fatalf("triggers = %q, want one within the gap", *fired)
+		}
+		w.NewTunnel()
+		w.Observe(line503("Dallas", "auto"))
+		if len(*fired) != 2 {
+			t.Fatalf("triggers = %q after NewTunnel, want a second at once", *fired)
+		}
+	})
+}

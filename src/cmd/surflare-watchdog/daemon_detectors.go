@@ -64,6 +64,9 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 	trig := d.trigger(ctx)
 	s.storm = storm503.New(storm503.FromConfig(c, trig))
 	s.g2 = &stormOverride{m: s.storm}
+	if d.fast != nil {
+		s.g2.fast = d.fast.logs // nil when log health is off
+	}
 	if c.LogHealth.Enabled {
 		o := loghealth.FromConfig(c, filepath.Join(runDir, runfiles.NodeHealthFile))
 		o.OnLine = func(l loghealth.Line) {

@@ -91,6 +91,11 @@ func (d *daemon) startEvents(ctx context.Context) {
 				default:
 				}
 				d.fast.pokeTracker()
+				if d.fast != nil && d.fast.logs != nil {
+					// A new state is a new question: the urltest of a
+					// fresh tunnel may ask for its check at once.
+					d.fast.logs.NewTunnel()
+				}
 				node, _ := d.currentTunnel() // not under the engine's lock here
 				d.sig.g2.follow(node)
 				d.publishState(ctx, ev)

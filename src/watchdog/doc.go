@@ -111,9 +111,25 @@
 //   - a burst of RSTs from the relays (the moat's rst_in counter jumped
 //     well above its recent rate) within the last 15 s.
 //
+//   - the early detector's silent flows within the last 15 s: many of
+//     the proxy's connections to the relays had their data acknowledged
+//     by the relay and no answer for 1.5 s (the relay is alive, the exit
+//     behind it is not: a node black-hole loses no segment, so the
+//     kernel's cwnd/RTO/backoff signs never show it).
+//
 // Evidence alone never rotates (no failed check, no rotation), and a
 // failed check without evidence waits for the threshold as before, so a
-// lossy but working path does not rotate. The signals that produce the
+// lossy but working path does not rotate.
+//
+// A check started while the evidence already names the current node is a
+// confirming check: its probes are bounded by ConfirmProbeTimeout (2 s)
+// instead of the configured probe timeout (5 s). The evidence already
+// counts as one failure; the check only has to show that the tunnel does
+// not answer either, and a working tunnel answers in well under 2 s (a
+// lost SYN still has room for one retransmission). On a black-holed path
+// every probe runs into its timeout, so this is 3 s of every black-hole
+// detection; a working tunnel passes the shorter check as it would the
+// longer one. The signals that produce the
 // evidence (package fastsignal) also ask for a check at once, together
 // with the proxy's exit (pidfd) and jumps of the kill switch's drop
 // counters, instead of waiting for the next CheckInterval. It logs
@@ -123,7 +139,12 @@
 //
 // When Deps.Override says a 503 storm is active (the proxy's urltest keeps
 // getting 503 from the node in use) a check whose probes pass still counts
-// as failed: the first override reconnects the same node (a fresh connect
+// as failed. The daemon's Override says so on either of two grounds: the
+// count (storm503: Count 503s of the node in use within Window), or
+// breadth — 503s from the node in use via at least two relays within the
+// last 15 s while most other nodes answer — which is the same verdict
+// from one urltest round instead of four (one relay's 503 could be the
+// relay; every node's 503 would be the urltest target). Then: the first override reconnects the same node (a fresh connect
 // often lands on another server of it); if the storm outlives that
 // reconnect, the next override rotates away ("G2: 503 storm override").
 //

@@ -109,8 +109,7 @@
 //     while fewer than half of the other nodes failed via that transit
 //     (if they did, the relay or the uplink is to blame, not the node);
 //   - a burst of RSTs from the relays (the moat's rst_in counter jumped
-//     well above its recent rate) within the last 15 s.
-//
+//     well above its recent rate) within the last 15 s;
 //   - the early detector's silent flows within the last 15 s: many of
 //     the proxy's connections to the relays had their data acknowledged
 //     by the relay and no answer for 1.5 s (the relay is alive, the exit

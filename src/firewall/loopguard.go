@@ -154,35 +154,39 @@ func (f *Firewall) loopGuardElem(dst netip.AddrPort, ttl time.Duration, add bool
 		return err
 	}
 	defer c.CloseLasting()
-	t := &nftables.Table{Family: famInet, Name: TableKillSwitch}
-	set, err := c.GetSetByName(t, SetLoopGuard)
-	if err != nil {
-		return fmt.Errorf("loop guard set (is the kill switch applied?): %w", err)
-	}
+	// The set as Apply made it: named, not looked up (a round trip less
+	// on the path that opens a circuit while a loop burns descriptors).
+	set := &nftables.Set{Table: &nftables.Table{Family: famInet, Name: TableKillSwitch}, Name: SetLoopGuard,
+		KeyType: addrPort4Type, Concatenation: true, HasTimeout: true}
+	elem := []nftables.SetElement{{Key: key}}
 	if !add {
-		if err := c.SetDeleteElements(set, []nftables.SetElement{{Key: key}}); err != nil {
+		if err := c.SetDeleteElements(set, elem); err != nil {
 			return fmt.Errorf("loop guard: removing %s: %w", dst, err)
 		}
 		if err := c.Flush(); err != nil && !isENOENT(err) {
-			return fmt.Errorf("loop guard: removing %s: %w", dst, err)
+			return fmt.Errorf("loop guard: removing %s (is the kill switch applied?): %w", dst, err)
 		}
 		return nil
 	}
 	if ttl <= 0 {
 		ttl = LoopGuardTTL
 	}
-	// Delete-then-add in one batch refreshes the timeout of an element
-	// that is already there (adding it again alone would be EEXIST-free
-	// but keep the old expiry).
-	c.SetDeleteElements(set, []nftables.SetElement{{Key: key}})
-	if err := c.Flush(); err != nil && !isENOENT(err) {
-		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
-	}
-	if err := c.SetAddElements(set, []nftables.SetElement{{Key: key, Timeout: ttl}}); err != nil {
-		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+	// One batch, whether the element is there or not: add (a no-op if it
+	// is), delete, add again with the new timeout — re-adding alone would
+	// keep the old expiry, deleting alone fails the batch when it is not
+	// there.
+	timed := []nftables.SetElement{{Key: key, Timeout: ttl}}
+	for _, step := range []func() error{
+		func() error { return c.SetAddElements(set, timed) },
+		func() error { return c.SetDeleteElements(set, elem) },
+		func() error { return c.SetAddElements(set, timed) },
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+		}
 	}
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("loop guard: blocking %s: %w", dst, err)
+		return fmt.Errorf("loop guard: blocking %s (is the kill switch applied?): %w", dst, err)
 	}
 	f.log.Warn("loop guard blocked a destination", "dst", dst.String(), "ttl", ttl)
 	return nil

@@ -67,9 +67,13 @@ func TestLoopGuardBlocksOneDestination(t *testing.T) {
 	if err := fw.Block(ctx, blocked, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// Twice: the second call refreshes, it does not fail.
-	if err := fw.Block(ctx, blocked, 30*time.Second); err != nil {
+	// Twice: the second call refreshes (here: with a longer timeout), it
+	// does not fail.
+	if err := fw.Block(ctx, blocked, 10*time.Minute); err != nil {
 		t.Fatalf("refreshing: %v", err)
+	}
+	if out := ns.nft("list", "set", "inet", TableKillSwitch, SetLoopGuard); !strings.Contains(out, "127.0.0.1 . 7001 timeout 10m expires 9m") {
+		t.Errorf("the refreshed element does not carry the new timeout:\n%s", out)
 	}
 	if err := dial("127.0.0.1:7001"); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("blocked destination: err = %v, want connection refused (a reset)", err)

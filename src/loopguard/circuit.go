@@ -188,8 +188,29 @@ func (g *Guard) cut(dst netip.AddrPort, conns []detect.Conn) int {
 			victims = append(victims, c, detect.Conn{Local: c.Remote, Remote: c.Local, Outbound: true})
 		}
 	}
-	n, failed := 0, 0
-	var firstErr error
+	n, failed, firstErr := g.kill(victims)
+	if failed > 0 {
+		log().Warn(fmt.Sprintf("loopguard: %d of %d looped sockets to %s could not be destroyed: %v", failed, len(victims), dst, firstErr))
+	}
+	g.mu.Lock()
+	g.st.Cut += n
+	g.mu.Unlock()
+	return n
+}
+
+// kill destroys victims, all at once with a BatchKiller.
+func (g *Guard) kill(victims []detect.Conn) (n, failed int, firstErr error) {
+	if b, ok := g.o.Killer.(BatchKiller); ok {
+		socks := make([][2]netip.AddrPort, len(victims))
+		for i, c := range victims {
+			socks[i] = [2]netip.AddrPort{c.Local, c.Remote}
+		}
+		n, err := b.KillAll(socks)
+		if err != nil {
+			return n, len(victims) - n, err
+		}
+		return n, 0, nil
+	}
 	for _, c := range victims {
 		if err := g.o.Killer.Kill(c.Local, c.Remote); err != nil {
 			failed++
@@ -200,13 +221,7 @@ func (g *Guard) cut(dst netip.AddrPort, conns []detect.Conn) int {
 		}
 		n++
 	}
-	if failed > 0 {
-		log().Warn(fmt.Sprintf("loopguard: %d of %d looped sockets to %s could not be destroyed: %v", failed, len(victims), dst, firstErr))
-	}
-	g.mu.Lock()
-	g.st.Cut += n
-	g.mu.Unlock()
-	return n
+	return n, failed, firstErr
 }
 
 // publish copies the circuits into the state snapshot.

@@ -120,6 +120,13 @@ type Killer interface {
 	Kill(local, remote netip.AddrPort) error
 }
 
+// BatchKiller is optionally implemented by a Killer that destroys many
+// sockets at once (SocketKiller): a loop leaves hundreds. It returns how
+// are gone (destroyed or gone already) and the first other failure.
+type BatchKiller interface {
+	KillAll(socks [][2]netip.AddrPort) (int, error)
+}
+
 // Sampler lists the proxy's sockets (detect.ProxySampler).
 type Sampler interface {
 	Sample(ctx context.Context) ([]detect.Conn, error)

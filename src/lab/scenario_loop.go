@@ -20,8 +20,10 @@ import (
 // must cut the loop (block the looping destination) so the proxy gets its
 // descriptors back while the bug lasts (loopHold). The run reports the
 // peak in-flight TCP connections in the router, the proxy's peak
-// descriptors against its limit, how long it sat at that limit, and when
-// the circuit opened and closed. Run with
+// descriptors against its limit, how long it sat at that limit, when the
+// loop showed (loop_start_s: the fault reaches the fake proxy up to 200 ms
+// after it is injected) and when the circuit opened — also counted from
+// the loop's start (open_after_loop_start_s) — and closed. Run with
 // `--set surflare.loopguard.min_active=-1` (guard off) it shows the
 // exhaustion the guard is there to prevent.
 
@@ -33,11 +35,21 @@ const (
 
 const (
 	// loopSample is how often the proxy's descriptors are counted: the
-	// loop can burn a thousand in well under a second.
-	loopSample = 20 * time.Millisecond
-	// loopHold is how long the vendor bug lasts: long enough for the guard
-	// (sampling every detector.interval, 3 s) to act more than once and
-	// for looped connections to time out in the proxy (5 s).
+	// loop burns ~4 a millisecond, so a sample every 5 ms misses at most
+	// ~20 of the peak and dates the loop's start to within 5 ms. One
+	// readdir of /proc/PID/fd, ~0.1 ms.
+	loopSample = 5 * time.Millisecond
+	// inFlightEvery: the router's in-flight connections (a parse of
+	// /proc/PID/net/tcp, ~1 ms with a loop's sockets) are counted every
+	// this many samples (20 ms).
+	inFlightEvery = 4
+	// loopStartFDs is how far above its idle count (the first sample) the
+	// proxy's descriptors must be for the loop to count as started: an
+	// idle lab proxy holds ~10, a few LAN connections add a handful.
+	loopStartFDs = 32
+	// loopHold is how long the vendor bug lasts: long enough for a circuit
+	// to close while the bug is still there (hold 5 s) and the guard to
+	// act again, and for looped connections to time out in the proxy (5 s).
 	loopHold = 10 * time.Second
 	// fdSlack: a proxy this close to its limit has run out (a few
 	// descriptors are the listener, the log, stdio).
@@ -67,6 +79,9 @@ type loopStats struct {
 	exhaustedAt  time.Time
 	samples      []fdSample
 	proxiesSeen  map[int]bool
+	idleFDs      int       // the first sample's count
+	loopStartAt  time.Time // first sample loopStartFDs above idleFDs
+	peakAt       time.Time
 }
 
 func proxyLoop(ctx context.Context, h *Harness) error {
@@ -135,6 +150,8 @@ func (h *Harness) loopFigures(st *loopStats) {
 		h.Extra("fd_exhausted_s", seconds3(st.exhaustedAt.Sub(t0).Seconds()))
 	}
 	h.Extra("proxy_processes", len(st.proxiesSeen))
+	h.Extra("peak_fds_s", relSeconds(st.peakAt, t0))
+	loopStart := st.loopStartAt
 	atLimit := st.timeAtLimit(t0, off)
 	h.Extra("fd_exhausted_for_s", seconds3(atLimit.Seconds()))
 	contained := !off.IsZero() && atLimit.Seconds() <= maxExhaustedShare*off.Sub(t0).Seconds()
@@ -148,7 +165,7 @@ func (h *Harness) loopFigures(st *loopStats) {
 	guardLog := []string{}
 	for _, l := range logs {
 		if strings.Contains(l.Text, "loopguard") || strings.Contains(l.Text, "loop guard") {
-			guardLog = append(guardLog, fmt.Sprintf("%.2fs %s", l.When().Sub(t0).Seconds(), l.Msg))
+			guardLog = append(guardLog, fmt.Sprintf("%.3fs %s", l.When().Sub(t0).Seconds(), l.Msg))
 		}
 		switch {
 		case strings.Contains(l.Text, loopOpenMsg):
@@ -174,10 +191,28 @@ func (h *Harness) loopFigures(st *loopStats) {
 	}
 	h.Extra("circuit_open_s", open)
 	h.Extra("circuit_close_s", closed)
+	// The fault reaches the fake proxy up to fakes.WatchInterval (200 ms)
+	// after it is injected, and the loop starts with the proxy's next
+	// connection: the guard's own reaction is measured from the loop's
+	// first visible descriptors (to within loopSample).
+	h.Extra("loop_start_s", relSeconds(loopStart, t0))
+	var openAfter *float64
+	if !openAt.IsZero() && !loopStart.IsZero() {
+		openAfter = seconds3(openAt.Sub(loopStart).Seconds())
+	}
+	h.Extra("open_after_loop_start_s", openAfter)
 	if exhausted {
 		h.Note("proxy at its fd limit for %.1fs of the %.1fs loop", atLimit.Seconds(), off.Sub(t0).Seconds())
 	}
 	h.RecoveredWhen(func(r ScenarioRun) bool { return r.RecoverS != nil && contained })
+}
+
+// relSeconds is at after t0 in seconds (nil for a zero at).
+func relSeconds(at, t0 time.Time) *float64 {
+	if at.IsZero() {
+		return nil
+	}
+	return seconds3(at.Sub(t0).Seconds())
 }
 
 // timeAtLimit sums the time a proxy spent at its descriptor limit between
@@ -235,6 +270,7 @@ func (st *loopStats) exhausted() bool {
 func (st *loopStats) sample(ctx context.Context, l *Lab) {
 	t := time.NewTicker(loopSample)
 	defer t.Stop()
+	n := 0
 	for {
 		pids := l.ProcsByComm(RoleRouter, fakes.ProxyName)
 		top, full := 0, false
@@ -251,16 +287,25 @@ func (st *loopStats) sample(ctx context.Context, l *Lab) {
 			}
 		}
 		inflight := 0
-		if len(pids) > 0 {
+		if len(pids) > 0 && n%inFlightEvery == 0 {
 			inflight = inFlightTCP(pids[0])
 		}
+		n++
 		now := time.Now()
 		st.mu.Lock()
 		for _, pid := range pids {
 			st.proxiesSeen[pid] = true
 		}
+		if len(st.samples) == 0 {
+			st.idleFDs = top
+		}
+		if st.loopStartAt.IsZero() && top >= st.idleFDs+loopStartFDs {
+			st.loopStartAt = now
+		}
 		st.samples = append(st.samples, fdSample{At: now, FDs: top, Full: full})
-		st.peakFDs = max(st.peakFDs, top)
+		if top > st.peakFDs {
+			st.peakFDs, st.peakAt = top, now
+		}
 		st.peakInFlight = max(st.peakInFlight, inflight)
 		if full && st.exhaustedAt.IsZero() {
 			st.exhaustedAt = now

@@ -75,7 +75,7 @@ func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
 	s := w.s
 	s.Transit = w.transit
 	w.startVendorOpLocked(func(ctx context.Context, gen int) {
-		r, err := w.connectSequence(ctx, s, node)
+		r, err := w.connectSequence(ctx, s, node, now)
 		w.send(connectDone{gen: gen, node: node, r: r, err: err})
 	})
 	w.log.Info("Connecting to "+node, "reason", reason, "transit", s.Transit, "mode", s.Mode)
@@ -113,7 +113,7 @@ func (w *Watchdog) rateAllowsLocked(now time.Time, node, reason string) bool {
 // keep the kill switch armed, check auth, connect, phase 1 (local state,
 // polled quickly), phase 2 (data plane), then restore the LAN tables. It
 // runs outside the loop and touches no watchdog state.
-func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string) (health.Result, error) {
+func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string, started time.Time) (health.Result, error) {
 	fw, v := w.d.Firewall, w.d.Vendor
 	if err := fw.FlushVendor(ctx); err != nil {
 		w.log.Warn("Flushing the vendor table failed", "err", err)
@@ -145,11 +145,16 @@ func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string)
 		return health.Result{}, err
 	}
 
-	r, err := w.poll(ctx, s.Phase1Timeout, s.Phase1Poll, w.d.Prober.Local, func(r health.Result) bool { return r.Outcome == health.OK })
+	r, err := w.poll(ctx, s.Phase1Timeout, s.Phase1Poll, w.d.Prober.Local, func(r health.Result) bool { return r.Outcome == health.OK }, nil)
 	if err != nil {
 		return r, fmt.Errorf("%w within %s: %s", errPhase1, s.Phase1Timeout, r.Reason)
 	}
-	r, err = w.poll(ctx, s.Phase2Timeout, s.Phase2Poll, w.d.Prober.Check, func(r health.Result) bool { return r.Outcome.Healthy() })
+	refused := func() bool { return w.urltestFailingSince(s, node, started) }
+	r, err = w.poll(ctx, s.Phase2Timeout, s.Phase2Poll, w.d.Prober.Check, func(r health.Result) bool { return r.Outcome.Healthy() }, refused)
+	if errors.Is(err, errGaveUp) {
+		return r, fmt.Errorf("%w: the proxy's urltest fails on %s via %s since the connect, and so do our probes (%s %s); not waiting %s",
+			errPhase2, node, s.Transit, r.Outcome, r.Reason, s.Phase2Timeout)
+	}
 	if err != nil {
 		return r, fmt.Errorf("%w within %s: %s %s", errPhase2, s.Phase2Timeout, r.Outcome, r.Reason)
 	}
@@ -162,18 +167,31 @@ func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string)
 	return r, nil
 }
 
-var errDeadline = errors.New("deadline")
+var (
+	errDeadline = errors.New("deadline")
+	errGaveUp   = errors.New("gave up")
+)
 
-// poll calls probe every interval until ok or timeout.
-func (w *Watchdog) poll(ctx context.Context, timeout, interval time.Duration, probe func(context.Context) health.Result, ok func(health.Result) bool) (health.Result, error) {
+// minFailedProofs is how many failed data-plane probes it takes, with the
+// proxy's own urltest failing on the node too, to give up on a new tunnel
+// before Phase2Timeout: one failed probe may be a tunnel still warming up.
+const minFailedProofs = 2
+
+// poll calls probe every interval until ok or timeout. giveUp (may be nil)
+// is asked after the minFailedProofs-th failed probe and each one after: a
+// yes ends the wait early with errGaveUp.
+func (w *Watchdog) poll(ctx context.Context, timeout, interval time.Duration, probe func(context.Context) health.Result, ok func(health.Result) bool, giveUp func() bool) (health.Result, error) {
 	deadline := w.clock.Now().Add(timeout)
-	for {
+	for failed := 1; ; failed++ {
 		r := probe(ctx)
 		if ok(r) {
 			return r, nil
 		}
 		if ctx.Err() != nil {
 			return r, ctx.Err()
+		}
+		if giveUp != nil && failed >= minFailedProofs && giveUp() {
+			return r, errGaveUp
 		}
 		left := deadline.Sub(w.clock.Now())
 		if left <= 0 {

@@ -35,6 +35,15 @@
 // second consecutive failure on (CascadeAfter) the watchdog fast-rotates:
 // each further failure moves to the next candidate at once.
 //
+// The data-plane proof of a new tunnel (Phase2Timeout, 60 s) is given up
+// early when our probes have failed at least twice and the proxy's own
+// urltest has failed on the node via the transit since the connect
+// started: a node the proxy cannot reach will not come up within the
+// minute, and waiting it out kept the LAN down for a minute per dead node
+// the rotation tried (a node that died moments ago has too few urltest
+// errors for log health to skip it). Without that evidence the proof gets
+// its whole timeout, as in the seed.
+//
 // "Account check failed" from `surflare connect` means the vendor could not
 // reach its account API: the node is not to blame. It is not counted as a
 // failed reconnect, the node is not marked failed and nothing rotates; the

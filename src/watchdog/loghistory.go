@@ -228,3 +228,25 @@ func rank(t, configured string) int {
 	}
 	return 2
 }
+
+// urltestFailingSince reports whether the proxy's own urltest has failed on
+// node via s.Transit at or after since, in fresh log health. The connect
+// sequence asks it while it waits for a new tunnel's data plane: a node the
+// proxy itself cannot reach will not come up within Phase2Timeout either,
+// so waiting out that minute (as the seed did) only keeps the LAN down; the
+// same evidence sends a finished connect to the next node (cascade). It
+// runs outside the loop, so it reads the reporter, never watchdog state.
+func (w *Watchdog) urltestFailingSince(s Settings, node string, since time.Time) bool {
+	pr, ok := w.d.NodeHealth.(PairReporter)
+	if !ok || pr == nil {
+		return false
+	}
+	r := pr.Report()
+	if r.GeneratedAt.IsZero() || w.clock.Now().Sub(r.GeneratedAt) > s.LogHealthStale {
+		return false
+	}
+	p, ok := r.Nodes[loghealth.Key(node, s.Transit)]
+	// Log lines carry whole seconds: the proxy's first urltest round runs
+	// within the second the connect started.
+	return ok && p.ErrorCount > 0 && !p.LastErrorAt.Before(since.Truncate(logTimeResolution))
+}

@@ -27,9 +27,12 @@
 //     injected Blocker, and the firewall resets the router's new unmarked
 //     connections to it (the proxy's own 0xff sockets are exempt, so a
 //     healthy proxy never feels the block); the looped sockets already open
-//     are destroyed (sock_diag SOCK_DESTROY, Killer) so the descriptors come
-//     back at once. A loop that moves on to the next relay trips its own
-//     circuit on the next sample; circuits are independent.
+//     are destroyed (sock_diag SOCK_DESTROY, Killer; in batches) so the
+//     descriptors come back at once. A loop that moves on to the next
+//     relay trips its own circuit on the next sample; circuits are
+//     independent. In the lab (gate 200, 1024 descriptors, two relays) the
+//     first circuit opens 33-42 ms after the loop shows, and the proxy
+//     peaks at ~780-830 descriptors.
 //   - each open circuit closes by itself once its own looped connections
 //     have drained for Hold (5 s), which doubles each time the same
 //     destination trips again soon after closing, up to TTL: a bug that

@@ -51,8 +51,8 @@ func TestBaselineTurnsOffEveryEarlySignal(t *testing.T) {
 	}
 	type view struct {
 		detector, proxyExit, nodeLog, counters, storm, logHealth, strict bool
-		interval                                                       time.Duration
-		threshold                                                      int
+		interval                                                         time.Duration
+		threshold                                                        int
 	}
 	see := func(c *config.Config) view {
 		return view{c.Detector.Enabled, c.FastSignal.ProxyExitOn(), c.FastSignal.NodeLogOn(), c.FastSignal.CountersOn(),

@@ -10,7 +10,6 @@ import (
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/runfiles"
-	"surflare-watchdog/src/storm503"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -62,9 +61,8 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 			Count: c.Keepalive.Count, CgroupPath: cg}) // New logs the outcome itself
 	}
 	trig := d.trigger(ctx)
-	s.storm = storm503.New(storm503.FromConfig(c, trig))
-	s.g2 = &stormOverride{m: s.storm}
-	if d.fast != nil {
+	s.storm, s.g2 = d.newStorm(c, trig) // nil, nil when storm503.enabled=0 (daemon_switches.go)
+	if s.g2 != nil && d.fast != nil {
 		s.g2.fast = d.fast.logs // nil when log health is off
 	}
 	if c.LogHealth.Enabled {

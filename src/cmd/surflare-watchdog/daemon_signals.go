@@ -144,6 +144,9 @@ func (o *stormOverride) follow(node string) {
 
 // record counts one urltest 503 line if it is the current node's.
 func (o *stormOverride) record(l loghealth.Line) {
+	if o == nil {
+		return // the 503 monitor is off (storm503.enabled=0)
+	}
 	o.mu.Lock()
 	node := o.current
 	o.mu.Unlock()

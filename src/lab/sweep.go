@@ -34,6 +34,13 @@ func Sweep(log *slog.Logger) []string {
 		if ownerAlive(dir) {
 			continue
 		}
+		if _, err := os.Stat(dir); err != nil && nsInUse(p) {
+			// No directory under our $TMPDIR, but processes live in its
+			// namespaces: a lab run with another TMPDIR (whose owner file
+			// we cannot see), not a stale one. Tearing it down killed
+			// another run's lab in the middle of its measurement.
+			continue
+		}
 		if err := teardown(p, dir); err != nil {
 			log.Warn("sweeping stale lab", "lab", p, "err", err)
 			continue
@@ -102,4 +109,25 @@ func countClients(prefix string) int {
 		return 1
 	}
 	return n
+}
+
+// nsInUse reports whether any process lives in one of the namespaces named
+// <prefix>-…: every running lab keeps its fakes there.
+func nsInUse(prefix string) bool {
+	inodes := map[uint64]bool{}
+	for _, n := range listNamed(prefix + "-") {
+		if ino, err := nsInode(filepath.Join(netnsDir, n)); err == nil {
+			inodes[ino] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return false
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/ns/net")
+	for _, p := range procs {
+		if ino, err := nsInode(p); err == nil && inodes[ino] {
+			return true
+		}
+	}
+	return false
 }

@@ -296,3 +296,35 @@ func TestSweepRemovesOnlyDeadOwners(t *testing.T) {
 		t.Errorf("live lab %s was swept", live.Prefix)
 	}
 }
+
+// A lab whose directory is not under our $TMPDIR (a run with another
+// TMPDIR) but whose namespaces hold processes is live: Sweep leaves it.
+// Once nothing runs in it, it is stale and goes.
+func TestSweepSparesALiveLabOfAnotherTMPDIR(t *testing.T) {
+	needRoot(t)
+	other := upBare(t)
+	sleeper := exec.Command("ip", "netns", "exec", other.NSName(RoleRouter), "sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	moved := other.Dir + ".elsewhere"
+	if err := os.Rename(other.Dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(moved) })
+	// ip netns exec has joined the namespace once sleep runs in it
+	for deadline := time.Now().Add(5 * time.Second); !nsInUse(other.Prefix) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	Sweep(nil)
+	if got := len(listNamed(other.Prefix + "-")); got != 4 {
+		t.Fatalf("live lab %s of another TMPDIR was swept (%d namespaces left)", other.Prefix, got)
+	}
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	Sweep(nil)
+	if got := len(listNamed(other.Prefix + "-")); got != 0 {
+		t.Errorf("stale lab %s (no owner, nothing running) not swept: %d namespaces left", other.Prefix, got)
+	}
+}

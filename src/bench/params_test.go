@@ -10,6 +10,7 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/lab"
+	"surflare-watchdog/src/lab/fakes"
 )
 
 // daemonConfig is the config the lab's daemon would read with p's
@@ -68,5 +69,21 @@ func TestBaselineTurnsOffEveryEarlySignal(t *testing.T) {
 		if !slices.ContainsFunc(base.Notes, func(n string) bool { return strings.Contains(n, sw) }) {
 			t.Errorf("the report's baseline notes do not mention %s: %q", sw, base.Notes)
 		}
+	}
+}
+
+// The dead-nodes warm-up is sized from log health's threshold and the
+// lab's urltest interval: if either moves, the "with urltest data" side
+// would silently be measured without it.
+func TestDeadNodesWarmupOutlastsTheThreshold(t *testing.T) {
+	if got := config.Default().LogHealth.Threshold; got != deadThreshold {
+		t.Errorf("log health threshold is %d, the warm-up assumes %d", got, deadThreshold)
+	}
+	every := time.Duration(fakes.DefaultLabInfo("", "").URLTestIntervalS) * time.Second
+	if every != deadUrltestEvery {
+		t.Errorf("lab urltest interval is %s, the warm-up assumes %s", every, deadUrltestEvery)
+	}
+	if rounds := int(deadWarmup / every); rounds <= deadThreshold {
+		t.Errorf("warm-up %s is %d urltest rounds, not more than the threshold %d", deadWarmup, rounds, deadThreshold)
 	}
 }

@@ -69,16 +69,28 @@ func firstLine(s string) string {
 
 // ScenarioDeadNodes is the benchmark's own scenario for "dead nodes tried
 // before a healthy one": the next deadAhead candidates after the current
-// node go down first and stay down for deadWarmup (long enough for the
-// proxy's urltest, every 5 s over three transits, to log more errors than
-// log health's threshold of 10); then the current node goes down (T0).
-// A watchdog that uses the urltest data goes straight to the first live
+// node go down first and stay down for deadWarmup, long enough for log
+// health to call them dead; then the current node goes down (T0). A
+// watchdog that uses the urltest data goes straight to the first live
 // candidate; one that does not tries each dead one first.
+//
+// Log health counts per NODE via TRANSIT and the rotation judges the
+// transit in use ("auto"): one error per urltest round (the lab's 5 s), and
+// a node is dead above the threshold (10), so it takes 11 rounds. An
+// earlier 30 s warm-up (6 rounds) left the candidates below the threshold:
+// the "with urltest data" side was then measured without it.
 const ScenarioDeadNodes = "bench-dead-nodes"
 
 const (
-	deadAhead  = 2
-	deadWarmup = 30 * time.Second
+	deadAhead = 2
+	// deadWarmup: threshold+1 rounds of the lab's urltest, plus one round
+	// of margin for the proxy's round timing.
+	deadWarmup = (deadThreshold + 2) * deadUrltestEvery
+	// deadThreshold and deadUrltestEvery are config.Default's log health
+	// threshold and the lab's urltest interval (fakes.DefaultLabInfo),
+	// checked against both by a test.
+	deadThreshold    = 10
+	deadUrltestEvery = 5 * time.Second
 	// deadBudget bounds one run: without log health every dead candidate
 	// may cost a full connect_dataplane_timeout (60 s by default) and the
 	// first failed one is retried once.

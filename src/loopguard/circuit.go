@@ -106,8 +106,42 @@ func (g *Guard) Observe(ctx context.Context, conns []detect.Conn) {
 }
 
 // open blocks dst and cuts its looped sockets; false if the block failed
-// (it is retried on the next sample).
+// (it is retried on the next sample). dst's siblings (Options.Siblings)
+// are blocked first, each an open circuit of its own: the moment dst is
+// blocked the proxy fails over to them, and the loop with it.
 func (g *Guard) open(ctx context.Context, dst netip.AddrPort, n, remaining int, t tally, conns []detect.Conn, now time.Time) bool {
+	var sibs []*circuit
+	failed := false
+	for _, s := range g.siblingsOf(dst) {
+		if !g.block(ctx, s) {
+			failed = true
+			continue
+		}
+		sibs = append(sibs, g.addCircuit(s, dst, t, conns, now))
+	}
+	if !g.block(ctx, dst) {
+		for _, c := range sibs { // open by themselves: they close by themselves
+			g.logSibling(c)
+		}
+		return false
+	}
+	c := g.addCircuit(dst, netip.AddrPort{}, t, conns, now)
+	if !failed {
+		g.mu.Lock()
+		g.st.Err = ""
+		g.mu.Unlock()
+	}
+	log().Warn(fmt.Sprintf("loopguard: circuit open for %s (in-flight %d/%d, suspected proxy loop; %d looped sockets cut, hold %s)",
+		dst, n, remaining, c.Cut, c.hold))
+	for _, c := range sibs {
+		g.logSibling(c)
+	}
+	return true
+}
+
+// block adds dst to the blocked set; false (logged once, kept in State) if
+// that failed.
+func (g *Guard) block(ctx context.Context, dst netip.AddrPort) bool {
 	if err := g.o.Blocker.Block(ctx, dst, g.o.TTL); err != nil {
 		g.mu.Lock()
 		first := g.st.Err == ""
@@ -118,30 +152,38 @@ func (g *Guard) open(ctx context.Context, dst netip.AddrPort, n, remaining int, 
 		}
 		return false
 	}
+	return true
+}
+
+// addCircuit records a circuit for dst, just blocked (siblingOf: the
+// destination whose circuit opened it, zero for one the ratio opened), and
+// cuts the looped sockets to it.
+func (g *Guard) addCircuit(dst, siblingOf netip.AddrPort, t tally, conns []detect.Conn, now time.Time) *circuit {
 	hold := g.o.Hold
 	if h, ok := g.past[dst]; ok && now.Sub(h.closed) < g.o.TTL {
 		hold = min(2*h.hold, g.o.TTL)
 	}
-	c := &circuit{Circuit: Circuit{Dst: dst, Since: now, Looped: t.looped[dst], HoldS: hold.Seconds()}, hold: hold, lastBlock: now}
+	c := &circuit{Circuit: Circuit{Dst: dst, SiblingOf: siblingOf, Since: now, Looped: t.looped[dst], HoldS: hold.Seconds()},
+		hold: hold, lastBlock: now}
 	g.circuits[dst] = c
-	c.Cut = g.cut(dst, conns)
+	if g.drained(c.Looped) {
+		c.drained = now // a sibling: nothing loops to it (yet)
+	}
+	if c.Looped > 0 {
+		c.Cut = g.cut(dst, conns)
+	}
 	g.mu.Lock()
-	g.st.Err = ""
 	g.st.Blocks++
 	g.st.Dst = dst
 	g.mu.Unlock()
-	log().Warn(fmt.Sprintf("loopguard: circuit open for %s (in-flight %d/%d, suspected proxy loop; %d looped sockets cut, hold %s)",
-		dst, n, remaining, c.Cut, hold))
-	return true
+	return c
 }
 
 // tend keeps an open circuit: refresh its element, cut looped sockets that
 // are still there, and close it once they have drained for its hold.
 func (g *Guard) tend(ctx context.Context, c *circuit, t tally, conns []detect.Conn, now time.Time) {
 	c.Looped = t.looped[c.Dst]
-	// Drained: fewer looped connections than a twentieth of the gate (a
-	// few legitimate ones may name a relay as their destination).
-	if c.Looped*20 >= max(g.o.MinActive, 20) {
+	if !g.drained(c.Looped) {
 		c.drained = time.Time{}
 		c.Cut += g.cut(c.Dst, conns)
 	} else if c.drained.IsZero() {
@@ -159,6 +201,11 @@ func (g *Guard) tend(ctx context.Context, c *circuit, t tally, conns []detect.Co
 		c.lastBlock = now
 	}
 }
+
+// drained says whether a circuit with this many looped connections has
+// drained: fewer than a twentieth of the gate (a few legitimate ones may
+// name a relay as their destination).
+func (g *Guard) drained(looped int) bool { return looped*20 < max(g.o.MinActive, 20) }
 
 func (g *Guard) close(ctx context.Context, c *circuit, now time.Time) {
 	delete(g.circuits, c.Dst)

@@ -150,6 +150,10 @@ type Options struct {
 	Hold      time.Duration // first hold after draining (5 s; 0 = default)
 	Blocker   Blocker       // required unless the guard is off
 	Killer    Killer        // optional: without it looped sockets stay until the proxy's own timeout
+	// Siblings names the destinations a loop moves on to once dst is
+	// blocked: the other endpoints of the proxy's relays when dst is one,
+	// nothing otherwise (nil = none). Their circuits open with dst's.
+	Siblings func(dst netip.AddrPort) []netip.AddrPort
 	// Run's inputs: the full sample, the cheap gauge (nil = SockstatGauge
 	// on /proc/net/sockstat) and the period without events (100 ms; 0 =
 	// default).
@@ -182,11 +186,14 @@ func FromConfig(c *config.Config, b Blocker) Options {
 
 // Circuit is one blocked destination.
 type Circuit struct {
-	Dst    netip.AddrPort `json:"dst"`
-	Since  time.Time      `json:"since"`
-	Looped int            `json:"looped"` // looped connections to it at the last sample
-	Cut    int            `json:"cut"`    // looped sockets destroyed since it opened
-	HoldS  float64        `json:"hold_s"` // how long it stays open once drained
+	Dst netip.AddrPort `json:"dst"`
+	// SiblingOf is the relay endpoint whose circuit opened this one
+	// (Options.Siblings); zero for a circuit its own loop opened.
+	SiblingOf netip.AddrPort `json:"sibling_of,omitzero"`
+	Since     time.Time      `json:"since"`
+	Looped    int            `json:"looped"` // looped connections to it at the last sample
+	Cut       int            `json:"cut"`    // looped sockets destroyed since it opened
+	HoldS     float64        `json:"hold_s"` // how long it stays open once drained
 }
 
 // State is the guard's view, for status output.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/vishvananda/netns"
 
@@ -20,6 +21,7 @@ import (
 // only shows in status.
 func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 	o := loopguard.FromConfig(c, d.fw.fw)
+	o.Siblings = relaySiblings(d.fw.Base)
 	if !c.LoopGuard.Enabled() {
 		d.sig.guard, _ = loopguard.New(o)
 		return
@@ -60,4 +62,41 @@ func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 		defer release()
 		return g.Run(ctx)
 	})
+}
+
+// relaySiblings is the loop guard's Options.Siblings: a loop to one of the
+// proxy's relays (an address the relay learner found the proxy using on a
+// vendor server port, daemon_relays.go, kept in the Spec's Relays) moves
+// on to the other relays once it is blocked, because the proxy fails over,
+// so their circuits open with its. A sibling is another learned relay at
+// the looping endpoint's port (the vendor's relays share their ports) and
+// of its address family (the guard's set holds one family). Anything that
+// is not a learned relay has no siblings: the account API is never learned
+// (the vendor CLI reaches it on its HTTPS port, not a server port, and the
+// config's endpoints are not consulted), so it is never a sibling. base is
+// read at each circuit opening, so relays learned later count.
+func relaySiblings(base func() firewall.Spec) func(netip.AddrPort) []netip.AddrPort {
+	return func(dst netip.AddrPort) []netip.AddrPort {
+		a := dst.Addr().Unmap()
+		relays := base().Relays
+		isRelay := false
+		for _, p := range relays {
+			if p.Contains(a) {
+				isRelay = true
+				break
+			}
+		}
+		if !isRelay {
+			return nil
+		}
+		var out []netip.AddrPort
+		for _, p := range relays {
+			r := p.Addr().Unmap()
+			if !p.IsSingleIP() || r == a || r.Is4() != a.Is4() {
+				continue
+			}
+			out = append(out, netip.AddrPortFrom(r, dst.Port()))
+		}
+		return out
+	}
 }

@@ -14,8 +14,11 @@
 // settings.js runs on a stand-in of LuCI's form.js with the same load /
 // parse / write / remove rules: its Credentials section must show the
 // daemon's password state and hand a new password to set_credentials (which
-// the stand-in records; there is no ubusd here) and never to UCI. It does
-// not run the real LuCI.
+// the stand-in records; there is no ubusd here) and never to UCI; the fast
+// signal and 503 monitor switches save to UCI, and switching fast signals
+// off hides the three signals and keeps their values. The status view, fed
+// a status with Go's zero times, shows "never" and the loop guard's mode
+// and checks. It does not run the real LuCI.
 import { createRequire } from 'node:module';
 import { createServer } from 'node:http';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -47,8 +50,10 @@ function loadPlaywright(dir) {
 // A stand-in for LuCI's form.js (modules/luci-base/htdocs/luci-static/
 // resources/form.js): the same rules for what is loaded, what a save
 // writes (a changed non-empty value), removes (an empty one with rmempty)
-// or leaves alone, with plain inputs instead of LuCI's widgets. Enough to
-// render settings.js and save it; no dependencies, tabs shown flat.
+// or leaves alone, and for depends(): an option whose dependencies do not
+// hold is hidden and, on save, removed unless it has retain set. Plain
+// inputs instead of LuCI's widgets. Enough to render settings.js and save
+// it; tabs shown flat.
 const formStub = String.raw`
 window.maps = [];
 window.formStub = function (uci) {
@@ -62,11 +67,25 @@ window.formStub = function (uci) {
     parse() { return Promise.all(this.children.map((s) => s.parse())); }
     render() { return this.load().then(() => this.renderContents()); }
     renderContents() {
-      this.root = this.root || E('div', { id: 'cbi-' + this.config });
+      if (!this.root) {
+        this.root = E('div', { id: 'cbi-' + this.config });
+        this.root.addEventListener('change', () => this.checkDepends());
+      }
       this.root.textContent = '';
       this.root.appendChild(E('h2', {}, this.title));
       this.children.forEach((s) => this.root.appendChild(s.render()));
+      this.checkDepends();
       return this.root;
+    }
+    // As LuCI does on every change: hide the options whose dependencies
+    // do not hold.
+    checkDepends() {
+      for (const s of this.children)
+        for (const sid of s.cfgsections())
+          for (const o of s.children) {
+            const n = this.findElement('data-field', o.cbid(sid));
+            if (n) n.hidden = !o.isActive(sid);
+          }
     }
     save() {
       return this.parse().then(() => this.data.save()).then(() => this.load())
@@ -111,7 +130,16 @@ window.formStub = function (uci) {
       Object.assign(this, { map, section, option, config: map.config, rmempty: true, default: null, optional: false });
     }
     value(k, v) { (this.keylist = this.keylist || []).push(String(k)); (this.vallist = this.vallist || []).push(String(v != null ? v : k)); }
-    depends() {}
+    depends(k, v) { (this.deps = this.deps || []).push(typeof k === 'object' ? k : { [k]: v }); }
+    // Active when any one depends() set holds: each named option of the
+    // same section shows the wanted value.
+    isActive(sid) {
+      if (!this.deps || !this.deps.length) return true;
+      return this.deps.some((d) => Object.entries(d).every(([name, want]) => {
+        const dep = this.section.children.find((c) => c.option === name);
+        return dep != null && dep.isActive(sid) && String(dep.formvalue(sid) ?? '') === String(want);
+      }));
+    }
     cbid(sid) { return 'cbid.' + this.config + '.' + sid + '.' + this.option; }
     load(sid) { return this.map.data.get(this.config, sid, this.option); }
     cfgvalue(sid, v) {
@@ -122,6 +150,7 @@ window.formStub = function (uci) {
     validate() { return true; }
     isValid(sid) { return this.validate(sid, this.formvalue(sid)) === true; }
     parse(sid) {
+      if (!this.isActive(sid)) return Promise.resolve(this.retain ? undefined : this.remove(sid));
       const cval = this.cfgvalue(sid), fval = this.formvalue(sid);
       if (!this.isValid(sid)) return Promise.reject(new Error('invalid value in ' + this.cbid(sid)));
       if (fval != '' && fval != null) {
@@ -157,6 +186,7 @@ window.formStub = function (uci) {
     widget(sid, v) { const c = E('input', { id: this.cbid(sid), type: 'checkbox' }); c.checked = v === this.enabled; return c; }
     formvalue(sid) { const n = this.map.findElement('id', this.cbid(sid)); return n && n.checked ? this.enabled : this.disabled; }
     parse(sid) {
+      if (!this.isActive(sid)) return Promise.resolve(this.retain ? undefined : this.remove(sid));
       const fval = this.formvalue(sid);
       return Promise.resolve(fval == this.default && (this.optional || this.rmempty) ? this.remove(sid) : this.write(sid, fval));
     }
@@ -229,6 +259,8 @@ window.uciChanges = [];
 const uciData = { surflare: {
   main: { '.name': 'main', '.type': 'surflare', enabled: '1', mode: 'rule', username: 'household@surflare.lab' },
   web: { '.name': 'web', '.type': 'web', enabled: '1', port: new URL(API).port, listen: new URL(API).hostname },
+  storm503: { '.name': 'storm503', '.type': 'storm503', count: '10' },
+  fastsignal: { '.name': 'fastsignal', '.type': 'fastsignal', enabled: '1', node_log: '0' },
 } };
 const uci = {
   load: () => Promise.resolve(),
@@ -309,12 +341,12 @@ const browser = await chromium.launch({ executablePath: opt.chromium,
 const base = `http://127.0.0.1:${opt.port}/`;
 try {
   const ctx = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  const open = async (name, setup) => {
+  const open = async (name, setup, setupArg) => {
     const p = await ctx.newPage();
     const errors = [];
     p.on('pageerror', (e) => errors.push(e.message));
     await p.goto(base);
-    if (setup) await p.evaluate(setup);
+    if (setup) await p.evaluate(setup, setupArg);
     await p.evaluate((n) => window.loadView(n), name);
     return { p, errors };
   };
@@ -412,6 +444,73 @@ try {
       if (!text.startsWith(want)) throw new Error(`shows "${text}", the daemon says ${want}`);
       console.log(`     password state: ${text}`);
     }
+    if (errors.length) throw new Error(errors.join('; '));
+  });
+
+  await check('settings: fast signals and the 503 monitor have their switches; the three signals follow theirs and keep their values', async () => {
+    const { p, errors } = await open('settings');
+    const fs = (o) => '[data-field="cbid.surflare.fastsignal.' + o + '"]';
+    const storm = '[data-field="cbid.surflare.storm503.enabled"] input';
+    await p.locator(fs('enabled') + ' input').waitFor({ timeout: 15000 });
+    const shown = async () => {
+      const out = {};
+      for (const o of ['enabled', 'proxy_exit', 'node_log', 'counters'])
+        out[o] = (await p.locator(fs(o)).isHidden()) ? 'hidden' : (await p.isChecked(fs(o) + ' input')) ? 'on' : 'off';
+      return JSON.stringify(out);
+    };
+    // UCI: enabled 1, node_log 0, the others unset (the daemon's default, on).
+    let want = JSON.stringify({ enabled: 'on', proxy_exit: 'on', node_log: 'off', counters: 'on' });
+    if ((await shown()) !== want) throw new Error('fast signals as loaded: ' + (await shown()) + ', want ' + want);
+    if (!(await p.isChecked(storm))) throw new Error('the 503 monitor shows off though UCI leaves it at its default (on)');
+
+    await p.uncheck(fs('enabled') + ' input');
+    want = JSON.stringify({ enabled: 'off', proxy_exit: 'hidden', node_log: 'hidden', counters: 'hidden' });
+    if ((await shown()) !== want) throw new Error('fast signals switched off: ' + (await shown()) + ', want ' + want);
+    await p.uncheck(storm);
+    await p.evaluate(() => window.maps[0].save());
+    const r = await p.evaluate(() => ({ uci: window.uciChanges, data: window.uciData.surflare }));
+    const set = (sec, o, v) => r.uci.some((c) => c[0] === 'set' && c[2] === sec && c[3] === o && c[4] === v);
+    if (!set('fastsignal', 'enabled', '0')) throw new Error('fastsignal.enabled=0 not written: ' + JSON.stringify(r.uci));
+    if (!set('storm503', 'enabled', '0')) throw new Error('storm503.enabled=0 not written: ' + JSON.stringify(r.uci));
+    const touched = r.uci.filter((c) => c[2] === 'fastsignal' && c[3] !== 'enabled');
+    if (touched.length) throw new Error('saving with fast signals off changed the signals themselves: ' + JSON.stringify(touched));
+    if (r.data.fastsignal.node_log !== '0') throw new Error('node_log lost its 0: ' + JSON.stringify(r.data.fastsignal));
+    if (r.data.storm503.count !== '10') throw new Error('storm503.count changed: ' + JSON.stringify(r.data.storm503));
+
+    // Back on: each signal as it was.
+    await p.check(fs('enabled') + ' input');
+    want = JSON.stringify({ enabled: 'on', proxy_exit: 'on', node_log: 'off', counters: 'on' });
+    if ((await shown()) !== want) throw new Error('fast signals switched back on: ' + (await shown()) + ', want ' + want);
+    await p.locator('fieldset[data-title="Fast signals"]').screenshot({ path: path.join(opt.out, 'luci-settings-fastsignal.png') });
+    if (errors.length) throw new Error(errors.join('; '));
+  });
+
+  await check('status view: a time that never happened reads "never"; the loop guard shows its mode and checks', async () => {
+    const zero = '0001-01-01T00:00:00Z';
+    const { p, errors } = await open('status', (z) => {
+      // Polling only (no websocket), on a status with Go's zero times.
+      window.uciData.surflare.web.enabled = '0';
+      window.ubusOverride.status = () => Promise.resolve({
+        state: 'healthy', node: 'Dallas', transit: 'Tokyo', counters: { checks: 3, failed_checks: 0 }, uptime_s: 90,
+        last_check: { at: z, outcome: 'OK' }, started_at: z, updated_at: z,
+        signals: { diag: false, wan_down: false, auth: { state: 'ok' }, rate_limited_until: z,
+          detectors: [{ name: 'loopguard', state: 'closed', detail: 'in-flight 3', since: z }] },
+        daemon: { loopguard: { enabled: true, open: false, in_flight: 3, mode: 'events', checks: 1234 } },
+      });
+    }, zero);
+    const lg = p.locator('#signals tr[data-signal="loopguard"]');
+    await lg.waitFor({ timeout: 15000 });
+    const lgText = (await lg.textContent()).replace(/\s+/g, ' ');
+    if (!/mode events/.test(lgText) || !/1234 checks/.test(lgText)) throw new Error('loop guard row: ' + lgText);
+    const rl = (await p.textContent('#signals tr[data-signal="Rate limited until"] strong')).trim();
+    if (rl !== 'never') throw new Error('a zero "rate limited until" reads ' + JSON.stringify(rl));
+    await p.locator('#timeline tr').first().waitFor({ timeout: 15000 });
+    const at = (await p.textContent('#timeline tr td')).trim();
+    if (at !== 'never') throw new Error('a check at the zero time is listed at ' + JSON.stringify(at));
+    const body = await p.evaluate(() => document.body.innerText);
+    if (/0001|\b00:00:00\b|\b\d\d:\d\d:\d\d\b/.test(body)) throw new Error('a zero time shows as a clock: ' + body.match(/.*(0001|\d\d:\d\d:\d\d).*/)[0]);
+    console.log('     loop guard: ' + lgText.replace(/^loopguard ?/, ''));
+    await p.screenshot({ path: path.join(opt.out, 'luci-status-never.png'), fullPage: true });
     if (errors.length) throw new Error(errors.join('; '));
   });
 } finally {

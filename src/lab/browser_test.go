@@ -33,8 +33,9 @@ const browserChromium = "/usr/bin/chromium"
 const browserChecks = 7
 
 // browserLuCIChecks is how many checks luci.mjs runs: status, nodes and log
-// views, three settings checks.
-const browserLuCIChecks = 6
+// views, four settings checks (the fourth: fast signal and 503 switches),
+// the status view's "never" for zero times and loop guard mode.
+const browserLuCIChecks = 8
 
 // browserFaultPattern is what a dead exit must add to the timeline: the
 // failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving
@@ -235,7 +236,8 @@ func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
 
 	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png"}
 	if luciTook > 0 {
-		shots = append(shots, "luci-status.png", "luci-nodes.png", "luci-log.png", "luci-settings.png")
+		shots = append(shots, "luci-status.png", "luci-nodes.png", "luci-log.png", "luci-settings.png",
+			"luci-settings-fastsignal.png", "luci-status-never.png")
 	}
 	for _, name := range shots {
 		if err := checkPNG(filepath.Join(out, name)); err != nil {

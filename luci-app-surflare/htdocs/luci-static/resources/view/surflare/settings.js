@@ -234,7 +234,7 @@ return view.extend({
 		o.datatype = 'ipaddr';
 		o.modalonly = true;
 
-		// --- loop guard, auth, detectors, web -------------------------------------
+		// --- loop guard, auth, detectors, fast signals, web -----------------------
 		s = singleton(m, 'loopguard', _('Loop guard'), _('Circuit breaker for proxy connection loops.'));
 		integer(s, null, 'min_active', _('Minimum active connections'),
 			_('In-flight proxy connections before the ratio is checked; 0 = default, below 0 = off.'), '1000', 'integer');
@@ -259,6 +259,32 @@ return view.extend({
 		o.default = '1';
 		integer(s, null, 'threshold', _('Errors'), _('More errors than this in the window marks a node dead.'), '10');
 		duration(s, null, 'window', _('Window (minutes)'), null, '10');
+
+		s = singleton(m, 'storm503', _('503 storm override'),
+			_('A burst of HTTP 503 from the exit means the node is overloaded: rotate away from it.'));
+		o = s.option(form.Flag, 'enabled', _('Enabled'), _('Off: no 503 monitor; 503s never trigger a check nor a rotation.'));
+		o.default = '1';
+		integer(s, null, 'count', _('503s'), _('503s within the window that trigger a rotation.'), '10', 'range(1,100000)');
+		duration(s, null, 'window', _('Window'), null, '300');
+
+		// The three signals depend on the section's switch; retain keeps
+		// their own values in UCI while it is off (LuCI removes a hidden
+		// option's value on save otherwise), so switching back on restores
+		// them instead of turning every signal on.
+		s = singleton(m, 'fastsignal', _('Fast signals'),
+			_('Cheap events that ask for a health check at once instead of waiting for the check interval, and let a single failed check rotate. Off: the next regular check finds the fault.'));
+		o = s.option(form.Flag, 'enabled', _('Enabled'), _('Off: none of the signals below runs.'));
+		o.default = '1';
+		[
+			[ 'proxy_exit', _('Proxy exit'), _('The proxy process exiting.') ],
+			[ 'node_log', _('Node errors in the proxy log'), _('Urltest errors of the node in use (needs Log health enabled).') ],
+			[ 'counters', _('Drop counters'), _('Jumps of the kill switch\'s drops, strict direct\'s refusals and relay resets.') ]
+		].forEach(function(f) {
+			o = s.option(form.Flag, f[0], f[1], f[2]);
+			o.default = '1';
+			o.depends('enabled', '1');
+			o.retain = true;
+		});
 
 		s = singleton(m, 'web', _('Live view and API'));
 		o = s.option(form.Flag, 'enabled', _('Enabled'));

@@ -28,9 +28,26 @@ function nodeRows(reply) {
 	return (reply && (reply.nodes || reply.candidates)) || [];
 }
 
+// A time the daemon never set is Go's zero time (0001-01-01T00:00:00Z);
+// any year before 1970 is taken as that and shown as "never", not as a
+// clock time.
 function clock(t) {
-	var d = new Date(t);
-	return isNaN(d) ? '' : d.toLocaleTimeString([], { hour12: false });
+	if (t == null || t === '') return '';
+	var ms = typeof t === 'number' ? t : Date.parse(t);
+	if (isNaN(ms)) return '';
+	if (ms < 0) return _('never');
+	return new Date(ms).toLocaleTimeString([], { hour12: false });
+}
+
+// loopGuard says how the loop guard is woken (events: the kernel's NFLOG
+// wake-ups; poll: the 100 ms fallback) and how many gate checks it made,
+// from the daemon's part of the status; '' when the daemon does not say.
+function loopGuard(st) {
+	var g = st && st.daemon && st.daemon.loopguard;
+	if (!g || (!g.mode && g.checks == null)) return '';
+	var parts = [ g.enabled === false ? _('disabled') : _('mode %s').format(g.mode || _('not started')) ];
+	if (typeof g.checks === 'number') parts.push(_('%d checks').format(g.checks));
+	return parts.join(', ');
 }
 
 function duration(s) {
@@ -259,11 +276,19 @@ return view.extend({
 
 		var rows = [[_('Diagnostics'), sig.diag ? _('on') : _('off')], [_('WAN'), sig.wan_down ? _('down') : _('up')],
 			[_('Login'), sig.auth ? sig.auth.state : '-']];
-		(sig.detectors || []).forEach(function(d) { rows.push([d.name, d.state + (d.detail ? ' – ' + d.detail : '')]); });
+		if (sig.storm_cooldown_until) rows.push([_('Storm cooldown until'), clock(sig.storm_cooldown_until)]);
+		if (sig.rate_limited_until) rows.push([_('Rate limited until'), clock(sig.rate_limited_until)]);
+		var lg = loopGuard(st), lgShown = false;
+		(sig.detectors || []).forEach(function(d) {
+			var text = d.state + (d.detail ? ' – ' + d.detail : '');
+			if (d.name === 'loopguard' && lg) { text += ' · ' + lg; lgShown = true; }
+			rows.push([d.name, text]);
+		});
+		if (lg && !lgShown) rows.push(['loopguard', lg]);
 		var table = this.$('signals');
 		table.textContent = '';
 		rows.forEach(function(r) {
-			table.appendChild(E('tr', { 'class': 'tr' }, [E('td', { 'class': 'td' }, r[0]), E('td', { 'class': 'td' }, E('strong', {}, r[1]))]));
+			table.appendChild(E('tr', { 'class': 'tr', 'data-signal': r[0] }, [E('td', { 'class': 'td' }, r[0]), E('td', { 'class': 'td' }, E('strong', {}, r[1]))]));
 		});
 
 		// While polling, the timeline shows the status's own history.

@@ -177,10 +177,24 @@
     if (msg.kind === 'log') addLog(msg); else addTimeline(msg);
   }
 
+  // A time the daemon never set is Go's zero time (0001-01-01T00:00:00Z);
+  // any year before 1970 is taken as that, and shown as "never" rather
+  // than as a clock time (which would be midnight, or an odd local-mean-time
+  // offset such as 08:05:43).
+  function isZeroTime(t) {
+    var ms = typeof t === 'number' ? t : Date.parse(t);
+    return !isNaN(ms) && ms < 0;
+  }
+
   function clock(t) {
+    if (t === null || t === undefined || t === '') return '';
+    if (isZeroTime(t)) return 'never';
     var d = new Date(t);
     return isNaN(d) ? '' : d.toLocaleTimeString([], { hour12: false });
   }
+
+  // A value in an RFC 3339 form, as Go marshals a time.Time.
+  var TIME_RE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/;
 
   function describe(msg) {
     var d = msg.data || {};
@@ -275,16 +289,37 @@
       ['WAN', sig.wan_down ? 'down' : 'up', sig.wan_down ? 'bad' : 'ok'],
       ['login', sig.auth ? sig.auth.state : '–', sig.auth && sig.auth.state !== 'ok' ? 'bad' : 'ok']
     ];
-    if (sig.storm_cooldown_until) rows.push(['storm cooldown until', clock(sig.storm_cooldown_until), 'bad']);
-    if (sig.rate_limited_until) rows.push(['rate limited until', clock(sig.rate_limited_until), 'bad']);
+    // A zero time here ("never") is no cooldown, not an alarm.
+    if (sig.storm_cooldown_until) rows.push(['storm cooldown until', clock(sig.storm_cooldown_until),
+      isZeroTime(sig.storm_cooldown_until) ? 'ok' : 'bad']);
+    if (sig.rate_limited_until) rows.push(['rate limited until', clock(sig.rate_limited_until),
+      isZeroTime(sig.rate_limited_until) ? 'ok' : 'bad']);
+    var lg = loopGuard(status);
+    var lgShown = false;
     (sig.detectors || []).forEach(function (d) {
-      rows.push([d.name, d.state + (d.detail ? ' – ' + d.detail : ''), d.state === 'ok' ? 'ok' : 'bad']);
+      var text = d.state + (d.detail ? ' – ' + d.detail : '');
+      if (d.name === 'loopguard' && lg) { text += ' · ' + lg; lgShown = true; }
+      rows.push([d.name, text, d.state === 'ok' || d.state === 'closed' ? 'ok' : 'bad']);
     });
+    if (lg && !lgShown) rows.push(['loopguard', lg, 'ok']);
     var ul = $('signals');
     ul.textContent = '';
     rows.forEach(function (r) {
       ul.appendChild(el('li', { 'data-signal': r[0] }, [el('span', { text: r[0] }), el('span', { 'class': 'v ' + r[2], text: r[1] })]));
     });
+  }
+
+  // loopGuard says how the loop guard is woken (events: the kernel's NFLOG
+  // wake-ups; poll: the 100 ms fallback) and how many gate checks it made,
+  // from the daemon's part of the status; '' when the daemon does not say.
+  function loopGuard(st) {
+    var g = st && st.daemon && st.daemon.loopguard;
+    if (!g || (!g.mode && g.checks === undefined)) return '';
+    var parts = [];
+    if (g.enabled === false) parts.push('disabled');
+    else parts.push('mode ' + (g.mode || 'not started'));
+    if (typeof g.checks === 'number') parts.push(g.checks + ' checks');
+    return parts.join(', ');
   }
 
   // nodes may be an array of rows or {nodes: [...]}; columns are whatever
@@ -302,6 +337,7 @@
           var good = v === (c !== 'dead' && c !== 'failed');
           return el('td', { 'class': good ? '' : 'no', text: v ? 'yes' : 'no' });
         }
+        if (typeof v === 'string' && TIME_RE.test(v)) return el('td', { text: clock(v) });
         return el('td', { text: v === undefined || v === null ? '' : String(v) });
       }));
     });

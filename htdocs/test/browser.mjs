@@ -16,7 +16,9 @@
 //   3. clicking rotate (to another node) changes the node;
 //   4. (with --fault) the fault appears in the timeline;
 //   5. with the websocket blocked it keeps updating by polling;
-//   6. the page fits a phone screen (no horizontal scroll).
+//   6. a time the daemon never set (Go's zero time) reads "never", and
+//      the loop guard's row shows its mode and checks;
+//   7. the page fits a phone screen (no horizontal scroll).
 // Screenshots go to --out. Ends with "N passed, N failed"; exit 1 on failure.
 import { createRequire } from 'node:module';
 import { execSync } from 'node:child_process';
@@ -154,6 +156,56 @@ try {
     const before = await p.textContent('#updated');
     await p.waitForFunction((b) => document.querySelector('#updated').textContent !== b, before, { timeout: opt.timeoutMs });
     await shot(p, '05-polling.png');
+    await p.close();
+  });
+
+  await check('a time that never happened reads "never"; the loop guard shows its mode and checks', async () => {
+    // The daemon's own status and nodes, with Go's zero time where a time
+    // was never set (updated_at, rate_limited_until, a node column), over
+    // polling (websocket blocked). The loop guard is the daemon's when it
+    // reports one, else a stand-in.
+    const zero = '0001-01-01T00:00:00Z';
+    const p = await ctx.newPage();
+    const perr = [];
+    p.on('pageerror', (e) => perr.push(e.message));
+    await p.routeWebSocket(/\/api\/v1\/ws/, (ws) => ws.close());
+    let lg = null, lgOwn = false;
+    await p.route(/\/api\/v1\/status$/, async (route) => {
+      const r = await route.fetch();
+      const st = await r.json();
+      st.updated_at = zero;
+      st.signals = Object.assign({}, st.signals, { rate_limited_until: zero });
+      st.daemon = st.daemon || {};
+      lgOwn = !!(st.daemon.loopguard && st.daemon.loopguard.mode);
+      if (!lgOwn) st.daemon.loopguard = { enabled: true, open: false, in_flight: 0, mode: 'poll', checks: 42 };
+      lg = st.daemon.loopguard;
+      await route.fulfill({ response: r, json: st });
+    });
+    await p.route(/\/api\/v1\/nodes$/, async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      const rows = Array.isArray(body) ? body : body.nodes || [];
+      rows.forEach((n) => { n.last_ok = zero; });
+      await route.fulfill({ response: r, json: body });
+    });
+    await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    await p.locator('#signals li[data-signal="loopguard"]').waitFor({ timeout: opt.timeoutMs });
+    const updated = (await p.textContent('#updated')).trim();
+    assert(updated === 'updated never', `a zero updated_at reads ${JSON.stringify(updated)}`);
+    const rl = (await p.textContent('#signals li[data-signal="rate limited until"] .v')).trim();
+    assert(rl === 'never', `a zero rate_limited_until reads ${JSON.stringify(rl)}`);
+    const col = await p.$$eval('#nodes th', (ths) => ths.findIndex((th) => th.textContent === 'last ok'));
+    assert(col >= 0, 'the node table has no "last ok" column');
+    const cells = await p.$$eval('#nodes tbody tr', (trs, i) => trs.map((tr) => tr.children[i].textContent), col);
+    assert(cells.length && cells.every((c) => c === 'never'), `zero node times read ${JSON.stringify(cells)}`);
+    const lgText = (await p.textContent('#signals li[data-signal="loopguard"]')).replace(/\s+/g, ' ').trim();
+    assert(lgText.includes('mode ' + lg.mode), `the loop guard row does not name its mode (${lg.mode}): ${lgText}`);
+    assert(/\d+ checks/.test(lgText), `the loop guard row does not count its checks: ${lgText}`);
+    const body = await p.evaluate(() => document.body.innerText);
+    assert(!body.includes('0001'), 'the page shows a zero time as a date');
+    console.log(`     loop guard (${lgOwn ? "the daemon's" : 'stand-in'}): ${lgText.replace(/^loopguard ?/, '')}`);
+    await shot(p, '07-never.png');
+    assert(perr.length === 0, perr.join('; '));
     await p.close();
   });
 

@@ -29,8 +29,9 @@ import (
 const browserChromium = "/usr/bin/chromium"
 
 // browserChecks is how many checks browser.mjs runs with a fault hook: no
-// token, live state, rotate, fault, polling, phone, no script errors.
-const browserChecks = 7
+// token, live state, rotate, fault, polling, "never" for zero times (and
+// the loop guard's mode), phone, no script errors.
+const browserChecks = 8
 
 // browserLuCIChecks is how many checks luci.mjs runs: status, nodes and log
 // views, four settings checks (the fourth: fast signal and 503 switches),
@@ -234,7 +235,7 @@ func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
 		}
 	}
 
-	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png"}
+	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png", "07-never.png"}
 	if luciTook > 0 {
 		shots = append(shots, "luci-status.png", "luci-nodes.png", "luci-log.png", "luci-settings.png",
 			"luci-settings-fastsignal.png", "luci-status-never.png")

@@ -27,11 +27,21 @@ import (
 // `--set surflare.loopguard.min_active=-1` (guard off) it shows the
 // exhaustion the guard is there to prevent.
 
-// Log messages of the loop guard (src/loopguard) the scenario waits for.
+// Log messages of the loop guard (src/loopguard) the scenario waits for,
+// and the daemon's relay learner's (cmd/surflare-watchdog/daemon_relays.go).
 const (
-	loopOpenMsg   = "loopguard: circuit open for"
-	loopClosedMsg = "loopguard: circuit closed for"
+	loopOpenMsg    = "loopguard: circuit open for"
+	loopClosedMsg  = "loopguard: circuit closed for"
+	loopSiblingMsg = "(sibling of "
+	relaysMsg      = "Relays learned from the proxy's connections"
 )
+
+// relaysBudget bounds the wait for the daemon to learn every lab relay
+// before the fault (the learner reads conntrack 2 s after start and every
+// 10 s, and the proxy's urltest reaches every relay within seconds): a
+// router that loops has usually run for hours and knows its relays, which
+// the loop guard needs to close the relays the loop fails over to.
+const relaysBudget = 25 * time.Second
 
 const (
 	// loopSample is how often the proxy's descriptors are counted: the
@@ -99,6 +109,7 @@ func proxyLoop(ctx context.Context, h *Harness) error {
 		h.loopFigures(st)
 	}()
 
+	h.waitRelaysLearned(ctx)
 	t0, err := h.Inject(ctx, FaultProxyLoop, true)
 	if err != nil {
 		return err
@@ -114,6 +125,41 @@ func proxyLoop(ctx context.Context, h *Harness) error {
 	h.Extra("loop_off_s", seconds3(off.Sub(t0).Seconds()))
 	h.waitOrNote(ctx, recoverBudget)
 	return nil
+}
+
+// waitRelaysLearned waits (up to relaysBudget) until the daemon has
+// logged learning every lab relay, and records how long after the daemon
+// was healthy that was (relays_learned_s; nil = not within the budget).
+func (h *Harness) waitRelaysLearned(ctx context.Context) {
+	var at time.Time
+	ok := h.waitFor(ctx, relaysBudget, func() bool {
+		_, _, logs, _ := h.mon.snapshot()
+		missing := map[string]bool{}
+		for _, r := range Relays {
+			missing[r.Addr.String()] = true
+		}
+		for _, l := range logs {
+			if !strings.Contains(l.Text, relaysMsg) {
+				continue
+			}
+			for a := range missing {
+				if strings.Contains(l.Text, a) {
+					delete(missing, a)
+				}
+			}
+			if len(missing) == 0 {
+				at = l.When()
+				return true
+			}
+		}
+		return false
+	})
+	if !ok {
+		h.Note("the daemon had not learned every relay within %s: the loop guard cannot close the relays the loop fails over to", relaysBudget)
+		h.Extra("relays_learned_s", (*float64)(nil))
+		return
+	}
+	h.Extra("relays_learned_s", seconds3(at.Sub(h.healthyAt).Seconds()))
 }
 
 // hasLog reports whether the daemon logged a line containing substr since
@@ -160,7 +206,7 @@ func (h *Harness) loopFigures(st *loopStats) {
 	st.mu.Unlock()
 
 	_, _, logs, _ := h.mon.snapshot()
-	opens := 0
+	opens, siblings := 0, 0
 	var openAt, closeAt time.Time
 	guardLog := []string{}
 	for _, l := range logs {
@@ -170,6 +216,9 @@ func (h *Harness) loopFigures(st *loopStats) {
 		switch {
 		case strings.Contains(l.Text, loopOpenMsg):
 			opens++
+			if strings.Contains(l.Text, loopSiblingMsg) {
+				siblings++
+			}
 			if openAt.IsZero() {
 				openAt = l.When()
 			}
@@ -180,6 +229,7 @@ func (h *Harness) loopFigures(st *loopStats) {
 		}
 	}
 	h.Extra("circuit_opens", opens)
+	h.Extra("sibling_opens", siblings) // of circuit_opens, opened as a relay's siblings
 	h.Extra("guard_log", guardLog)
 	var open, closed *float64
 	if !openAt.IsZero() {

@@ -15,8 +15,9 @@
 // parse / write / remove rules: its Credentials section must show the
 // daemon's password state and hand a new password to set_credentials (which
 // the stand-in records; there is no ubusd here) and never to UCI; the fast
-// signal and 503 monitor switches save to UCI, and switching fast signals
-// off hides the three signals and keeps their values. The status view, fed
+// signal and 503 monitor switches save to UCI, switching fast signals off
+// hides the three signals and keeps their values, and a config without a
+// fastsignal section still shows them. The status view, fed
 // a status with Go's zero times, shows "never" and the loop guard's mode
 // and checks. It does not run the real LuCI.
 import { createRequire } from 'node:module';
@@ -267,6 +268,7 @@ const uci = {
   get: (c, s, o) => { const sec = (uciData[c] || {})[s]; return sec ? (o == null ? sec : sec[o] ?? null) : null; },
   set: (c, s, o, v) => { window.uciChanges.push(['set', c, s, o, v]); uciData[c][s][o] = v; },
   unset: (c, s, o) => { window.uciChanges.push(['unset', c, s, o]); delete uciData[c][s][o]; },
+  add: (c, type, name) => { window.uciChanges.push(['add', c, type, name]); uciData[c][name] = { '.name': name, '.type': type }; return name; },
   sections: (c, type) => Object.values(uciData[c] || {}).filter((s) => type == null || s['.type'] === type),
   save: () => Promise.resolve(),
 };
@@ -482,6 +484,20 @@ try {
     want = JSON.stringify({ enabled: 'on', proxy_exit: 'on', node_log: 'off', counters: 'on' });
     if ((await shown()) !== want) throw new Error('fast signals switched back on: ' + (await shown()) + ', want ' + want);
     await p.locator('fieldset[data-title="Fast signals"]').screenshot({ path: path.join(opt.out, 'luci-settings-fastsignal.png') });
+    if (errors.length) throw new Error(errors.join('; '));
+  });
+
+  await check('settings: a config from before fast signals still shows their switches, on', async () => {
+    const { p, errors } = await open('settings', () => { delete window.uciData.surflare.fastsignal; });
+    const fs = (o) => '[data-field="cbid.surflare.fastsignal.' + o + '"] input';
+    await p.locator(fs('enabled')).waitFor({ timeout: 15000 });
+    for (const o of ['enabled', 'proxy_exit', 'node_log', 'counters'])
+      if (!(await p.isChecked(fs(o)))) throw new Error(o + ' shows off; the daemon\'s default is on');
+    const r = await p.evaluate(() => window.uciChanges);
+    if (!r.some((c) => c[0] === 'add' && c[2] === 'fastsignal' && c[3] === 'fastsignal'))
+      throw new Error('no fastsignal section staged: ' + JSON.stringify(r));
+    if (r.some((c) => c[0] === 'add' && c[2] !== 'fastsignal' && ['web', 'storm503', 'surflare'].includes(c[2])))
+      throw new Error('a section that exists was added again: ' + JSON.stringify(r));
     if (errors.length) throw new Error(errors.join('; '));
   });
 

@@ -34,9 +34,10 @@ const browserChromium = "/usr/bin/chromium"
 const browserChecks = 8
 
 // browserLuCIChecks is how many checks luci.mjs runs: status, nodes and log
-// views, four settings checks (the fourth: fast signal and 503 switches),
-// the status view's "never" for zero times and loop guard mode.
-const browserLuCIChecks = 8
+// views, five settings checks (three on credentials, two on the fast signal
+// and 503 switches), the status view's "never" for zero times and loop
+// guard mode.
+const browserLuCIChecks = 9
 
 // browserFaultPattern is what a dead exit must add to the timeline: the
 // failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving

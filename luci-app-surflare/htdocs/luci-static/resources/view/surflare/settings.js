@@ -71,8 +71,13 @@ function integer(s, tab, name, title, descr, def, datatype) {
 	return o;
 }
 
-// singleton is a once-only section found by type, whatever its name.
+// singleton is a once-only section found by type, whatever its name. A
+// config kept from an older release may lack it (fastsignal came later):
+// an empty one named after its type is staged then, so its options show
+// (with the daemon's defaults) and a save creates it; an empty section
+// means the defaults, so saving it changes nothing else.
 function singleton(m, type, title, descr) {
+	if (!uci.sections('surflare', type).length) uci.add('surflare', type, type);
 	var s = m.section(form.TypedSection, type, title, descr);
 	s.anonymous = true;
 	s.addremove = false;

@@ -208,7 +208,16 @@ func TestKernelFaults(t *testing.T) {
 		if err := l.Fault(ctx, s.name, false, s.args...); err != nil {
 			t.Fatal(err)
 		}
-		if err := fetch(s.addr); err != nil {
+		// A link brought back up takes a moment (carrier, neighbour
+		// resolution), longer on a loaded machine: the fault must clear,
+		// not clear within one 700 ms fetch.
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if err = fetch(s.addr); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
 			t.Errorf("%s off: fetch %s: %v", s.name, s.addr, err)
 		}
 	}

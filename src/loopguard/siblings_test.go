@@ -46,26 +46,26 @@ func newSiblingGuard(t *testing.T, b Blocker, k Killer) (*Guard, *clock) {
 }
 
 // A loop to one relay opens the circuits of the proxy's other relays at
-// the same moment, and blocks them before the looping one: the proxy fails
-// over the instant its relay is blocked, and the loop must find the next
-// relay closed already.
-func TestGuardOpensSiblingRelaysFirst(t *testing.T) {
+// the same moment: the proxy fails over the instant its relay is blocked,
+// and the loop must find the next relay closed. The looping relay is
+// blocked first (its loop is the one burning descriptors now).
+func TestGuardOpensSiblingRelays(t *testing.T) {
 	buf := testenv.CaptureLog(t)
 	u := &unblocker{}
 	g, _ := newSiblingGuard(t, u, &fakeKiller{})
 	g.Observe(context.Background(), loopTo(loopDst, 400, 0))
-	want := []call{{"block", loopDst2, DefaultTTL}, {"block", loopDst3, DefaultTTL}, {"block", loopDst, DefaultTTL}}
+	want := []call{{"block", loopDst, DefaultTTL}, {"block", loopDst2, DefaultTTL}, {"block", loopDst3, DefaultTTL}}
 	if len(u.calls) != len(want) {
 		t.Fatalf("calls %v, want %v", u.calls, want)
 	}
 	for i := range want {
 		if u.calls[i] != want[i] {
-			t.Fatalf("calls %v, want %v (siblings before the looping relay)", u.calls, want)
+			t.Fatalf("calls %v, want %v (the looping relay, then its siblings)", u.calls, want)
 		}
 	}
 	st := g.State()
-	if len(st.Circuits) != 3 || st.Blocks != 3 || st.Dst != loopDst {
-		t.Fatalf("state %+v, want three circuits, the loop's the latest", st)
+	if len(st.Circuits) != 3 || st.Blocks != 3 || st.Cut != 400 {
+		t.Fatalf("state %+v, want three circuits and the loop's 400 sockets cut", st)
 	}
 	for _, c := range st.Circuits {
 		wantOf := loopDst
@@ -141,8 +141,10 @@ func TestGuardSiblingsCloseByThemselves(t *testing.T) {
 	}
 }
 
-// A sibling whose block fails is not an open circuit; the looping relay's
-// own circuit opens all the same.
+// A sibling whose block fails is not an open circuit (the failure shows);
+// the looping relay's own circuit and the other sibling's open all the
+// same. A looping relay whose own block fails opens no sibling: it is
+// retried on the next sample, siblings and all.
 func TestGuardSiblingBlockFailure(t *testing.T) {
 	b := &failOn{dst: loopDst2}
 	g, _ := newSiblingGuard(t, b, nil)
@@ -155,6 +157,12 @@ func TestGuardSiblingBlockFailure(t *testing.T) {
 		if c.Dst == loopDst2 {
 			t.Errorf("Singapore open although its block failed: %+v", st.Circuits)
 		}
+	}
+	b2 := &failOn{dst: loopDst}
+	g2, _ := newSiblingGuard(t, b2, nil)
+	g2.Observe(context.Background(), loopTo(loopDst, 400, 0))
+	if st := g2.State(); st.Open || len(b2.calls) != 0 {
+		t.Errorf("Tokyo's block failed: state %+v calls %v, want nothing open", st, b2.calls)
 	}
 }
 

@@ -306,6 +306,11 @@ func scenarioCases() []scenarioCase {
 			if open, _ := r.Extra["circuit_open_s"].(*float64); open == nil {
 				t.Errorf("the loop guard never opened its circuit")
 			}
+			// The daemon knew both relays before the fault: the looping
+			// relay's circuit must close the other relay with it.
+			if learned, _ := r.Extra["relays_learned_s"].(*float64); learned != nil && r.Extra["sibling_opens"] == 0 {
+				t.Errorf("no sibling circuit although the daemon knew the relays: the loop could fail over to the other relay; guard log %q", r.Extra["guard_log"])
+			}
 			if r.Extra["loop_contained"] != true {
 				t.Errorf("the proxy sat at its fd limit for %s of the %s loop (peak %v of %v): the loop guard did not contain it; guard log %q",
 					fmtExtra(r.Extra["fd_exhausted_for_s"]), loopHold, r.Extra["peak_fds"], r.Extra["fd_limit"], r.Extra["guard_log"])

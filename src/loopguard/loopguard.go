@@ -28,13 +28,40 @@
 //     connections to it (the proxy's own 0xff sockets are exempt, so a
 //     healthy proxy never feels the block); the looped sockets already open
 //     are destroyed (sock_diag SOCK_DESTROY, Killer; in batches) so the
-//     descriptors come back at once. A loop that moves on to the next
-//     relay trips its own circuit on the next sample; circuits are
-//     independent. In the lab (gate 200, 1024 descriptors, two relays) the
-//     first circuit opens ~30-60 ms after the loop shows, and the proxy
-//     peaked at 469-1019 descriptors over six runs: the loop jumps to the
-//     second relay once the first is blocked, and under the loop's load a
-//     sample + block cycle takes 20-40 ms, during which it grows again.
+//     descriptors come back at once.
+//   - a loop to one of the proxy's relays moves on to its other relays the
+//     moment that relay is blocked: the proxy fails over, and every
+//     failed-over connection is captured again. So when a circuit opens
+//     for a relay endpoint, circuits open for its siblings too
+//     (Options.Siblings; the daemon names the other relays it learned from
+//     the proxy's own connections, at the same port), logged as "circuit
+//     open for HOST:PORT (sibling of HOST2:PORT2: the proxy fails over
+//     between its relays)". This costs nothing legitimate: the block only
+//     resets the router's own NEW connections without the proxy's 0xff
+//     mark, and the proxy's healthy relay sockets carry 0xff, so a sibling
+//     circuit touches nothing but a loop. The account API is no relay (the
+//     daemon learns relays on the vendor's server ports only) and so never
+//     a sibling, and a destination that is not a relay has none. Each
+//     sibling is a circuit of its own, with the same TTL and hold: nothing
+//     loops to it, so it closes by itself after its hold. Siblings are
+//     blocked after the looping relay is blocked and its sockets cut: under
+//     a loop's load one Block is a 5-90 ms netlink round trip, and blocking
+//     the siblings first kept the loop growing on the first relay that
+//     long. Without siblings, the loop grew on the next relay for another
+//     sample + block cycle (20-40 ms under load) before its own circuit
+//     opened.
+//
+//     Lab figures (surflare-lab scenario proxy-loop --runs 6, gate 200,
+//     1024 descriptors, two relays learned before the fault, a 10 s bug):
+//     the proxy peaked at 334-833 descriptors (888 at most in six more
+//     runs; never at the limit), the first circuit and its sibling opened
+//     0.12-0.38 s after the fault, 0-0.1 s after the loop showed; both
+//     closed 5.1-5.5 s after the fault (5 s hold), and the bug, still
+//     there, tripped them again with a 10 s hold. The peaks above ~800
+//     come when the guard's first full sample already sees ~500 in-flight:
+//     how fast it wakes and samples bounds them, not the siblings. Before
+//     siblings: 469-1019 over six runs, 1019 (0.003 s at the limit) in one.
+//     Guard off: 1024 of 1024, at the limit for 8.3 s of the 10.3 s loop.
 //   - each open circuit closes by itself once its own looped connections
 //     have drained for Hold (5 s), which doubles each time the same
 //     destination trips again soon after closing, up to TTL: a bug that

@@ -29,6 +29,7 @@
 //     healthy proxy never feels the block); the looped sockets already open
 //     are destroyed (sock_diag SOCK_DESTROY, Killer; in batches) so the
 //     descriptors come back at once.
+//
 //   - a loop to one of the proxy's relays moves on to its other relays the
 //     moment that relay is blocked: the proxy fails over, and every
 //     failed-over connection is captured again. So when a circuit opens
@@ -62,6 +63,7 @@
 //     how fast it wakes and samples bounds them, not the siblings. Before
 //     siblings: 469-1019 over six runs, 1019 (0.003 s at the limit) in one.
 //     Guard off: 1024 of 1024, at the limit for 8.3 s of the 10.3 s loop.
+//
 //   - each open circuit closes by itself once its own looped connections
 //     have drained for Hold (5 s), which doubles each time the same
 //     destination trips again soon after closing, up to TTL: a bug that

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -150,7 +151,7 @@ func (d *daemon) loadSettings() (watchdog.Settings, error) {
 	c := d.cfgs.Get()
 	if spec, err := specFromConfig(c, logWriter{d.log}); err != nil {
 		d.log.Error("Reload: firewall spec from the new config failed; tables unchanged", "err", err)
-	} else if err := d.fw.SetBase(context.Background(), d.fullSpec(spec)); err != nil {
+	} else if err := d.fw.SetBase(context.Background(), d.keepLearned(d.fullSpec(spec))); err != nil {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
 	d.setWAN(detectWAN(context.Background(), c, d.log))
@@ -190,6 +191,20 @@ func (d *daemon) fullSpec(s firewall.Spec) firewall.Spec {
 		f.Close()
 	}
 	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neighbours(context.Background()))
+	return s
+}
+
+// keepLearned carries what the daemon learned at run time into a Spec
+// rebuilt from the config on reload: the relays (daemon_relays.go) are in
+// no config, and the learner never learns an address twice, so dropping
+// them would leave the moat and the loop guard's siblings without them
+// until a restart.
+func (d *daemon) keepLearned(s firewall.Spec) firewall.Spec {
+	for _, p := range d.fw.Base().Relays {
+		if !slices.Contains(s.Relays, p) {
+			s.Relays = append(s.Relays, p)
+		}
+	}
 	return s
 }
 

@@ -176,10 +176,13 @@ func (h *Harness) hasLog(substr string) bool {
 
 // maxExhaustedShare is the largest share of the loop's duration the proxy
 // may spend at its descriptor limit for the loop to count as contained:
-// the guard must give the proxy its descriptors back for most of the time
-// the vendor bug lasts. Without a guard the proxy sits at its limit
-// nearly all of it.
-const maxExhaustedShare = 0.5
+// the guard must keep the proxy's descriptors for nearly all the time the
+// vendor bug lasts (measured with it: 0 to 3 ms at the limit of a 10 s
+// loop). Without a guard the engine still notices the broken tunnel and
+// restarts the proxy, which frees its descriptors until the loop refills
+// them: the proxy then sits at its limit for about half of the loop (5 to
+// 8 s of 10), which is not containment.
+const maxExhaustedShare = 0.1
 
 // loopFigures turns the samples and the daemon's loop-guard log lines
 // into the run's extra figures.

@@ -168,6 +168,13 @@ func authExpired(ctx context.Context, h *Harness) error {
 		return err
 	}
 	h.RecoveredWhen(func(r ScenarioRun) bool { return r.RecoverS != nil && r.LoginAttempts >= 1 })
+	// Traffic counts as back only after the new login: a request that got
+	// through the old proxy in the moment before the crash bit would
+	// otherwise end the wait before the outage began (seen under load).
+	if _, ok := h.WaitLog(ctx, recoverBudget, "Login succeeded"); !ok {
+		h.Note("no login within %s", recoverBudget)
+		return nil
+	}
 	h.waitOrNote(ctx, recoverBudget)
 	return nil
 }

@@ -234,13 +234,26 @@ func (h *Harness) lastClientOK(clients []clientResult) bool {
 	return last != nil && last.OK && h.liveExit(last.IP, last.End)
 }
 
+// outageGrace is how long after the fault WaitRecovered waits for a first
+// failed request before it accepts that traffic never stopped (a fault the
+// proxy rode out). Without it a request that got through in the moment
+// before the fault bit ended the wait before the outage began, and the
+// run then had no recovery at all (seen under load).
+const outageGrace = 3 * time.Second
+
 // WaitRecovered waits up to budget for client traffic through a live
 // node (see clientRecovery), then up to settleBudget for the daemon to say
 // healthy. It reports whether traffic came back.
 func (h *Harness) WaitRecovered(ctx context.Context, budget time.Duration) bool {
 	ok := h.waitFor(ctx, budget, func() bool {
 		_, _, _, clients := h.mon.snapshot()
-		at, _, ok := h.clientRecovery(clients)
+		at, failed, ok := h.clientRecovery(clients)
+		if ok && !failed && time.Since(h.T0()) < outageGrace {
+			// Nothing has failed yet: the fault may not have bitten
+			// (a crash takes a moment to be noticed). Too early to call
+			// the run an outage-free one.
+			return false
+		}
 		// A request still open from before the recovery could yet fail
 		// and move the outage's start past it: wait until they are done.
 		return ok && h.mon.settledBefore(at)

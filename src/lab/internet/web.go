@@ -115,6 +115,13 @@ func (s *Servers) apiHandler() http.Handler {
 	})
 }
 
+// loginWork is the account API's time to check a password: real services
+// hash it (bcrypt, argon2: 100-300 ms). The lab's instant answer made a
+// `surflare login` process live a few milliseconds, so short that the
+// credential tests' /proc scan could miss the password the argv-mode
+// control must show.
+const loginWork = 150 * time.Millisecond
+
 func (s *Servers) apiLogin(w http.ResponseWriter, r *http.Request) {
 	var req LoginRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
@@ -136,6 +143,12 @@ func (s *Servers) apiLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	case fakes.AuthAccountCheck:
 		apiError(w, http.StatusInternalServerError, ErrAccountCheck)
+		return
+	}
+	// A real account API hashes the password before it answers.
+	select {
+	case <-time.After(loginWork):
+	case <-r.Context().Done():
 		return
 	}
 	if req.Email == "" || !strings.Contains(req.Email, "@") || req.Password != fakes.LabPassword {

@@ -91,6 +91,17 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A random prefix can meet one in use (another run's lab, or one a
+	// crashed run left that Sweep spared): take another rather than fail,
+	// and never let Close remove what another lab owns.
+	for try := 0; o.Prefix == "" && l.prefixTaken() && try < 8; try++ {
+		if l, err = newLab(o); err != nil {
+			return nil, err
+		}
+	}
+	if l.prefixTaken() {
+		return nil, fmt.Errorf("lab prefix %s is in use (its directory or namespaces exist)", l.Prefix)
+	}
 	l.owned = true
 	var reapCtx context.Context
 	reapCtx, l.stopReaper = context.WithCancel(context.Background())

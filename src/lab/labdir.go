@@ -67,6 +67,15 @@ func (l *Lab) makeDir() error {
 	return nil
 }
 
+// prefixTaken reports whether a lab with l's prefix exists: its directory
+// or any of its namespaces.
+func (l *Lab) prefixTaken() bool {
+	if _, err := os.Lstat(l.Dir); err == nil {
+		return true
+	}
+	return len(listNamed(l.Prefix+"-")) > 0
+}
+
 // writeOwner records pid as the owner of the lab in dir.
 func writeOwner(dir string, pid int) error {
 	st, err := procStart(pid)

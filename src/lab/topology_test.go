@@ -337,3 +337,25 @@ func TestSweepSparesALiveLabOfAnotherTMPDIR(t *testing.T) {
 		t.Errorf("stale lab %s (no owner, nothing running) not swept: %d namespaces left", other.Prefix, got)
 	}
 }
+
+// Up never takes over a prefix in use: it refuses a named one and leaves
+// the other lab's directory alone.
+func TestUpRefusesAPrefixInUse(t *testing.T) {
+	needRoot(t)
+	const prefix = "swlinuse"
+	dir := DefaultDir(prefix)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := writeOwner(dir, os.Getpid()); err != nil { // a live owner: Sweep spares it
+		t.Fatal(err)
+	}
+	_, err := Up(context.Background(), Options{Prefix: prefix, NoServers: true})
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("Up on a prefix in use: err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ownerFile)); err != nil {
+		t.Errorf("the other lab's directory was touched: %v", err)
+	}
+}

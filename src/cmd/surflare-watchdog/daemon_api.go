@@ -78,21 +78,9 @@ func (b apiBackend) Subscribe() (<-chan api.Event, func()) {
 // startFrontends starts ubus (router) and the web API (when enabled), and
 // the log ring for `ubus call surflare log`.
 func (d *daemon) startFrontends(ctx context.Context, c *config.Config) {
-	events, cancel := d.w.Subscribe()
-	d.goAux(ctx, "log ring", func(ctx context.Context) error {
-		defer cancel()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case ev, ok := <-events:
-				if !ok {
-					return nil
-				}
-				if ev.Log != nil {
-					d.logs.add(ev.At, ev.Log)
-				}
-			}
+	d.followEvents(ctx, "log ring", func(_ context.Context, ev watchdog.Event) {
+		if ev.Log != nil {
+			d.logs.add(ev.At, ev.Log)
 		}
 	})
 	tokens := api.NewTokens(nil)

@@ -72,8 +72,31 @@ func (d *daemon) startEvents(ctx context.Context) {
 		d.sig.proxy.run(ctx, poke)
 		return nil
 	})
+	d.followEvents(ctx, "event follower", func(ctx context.Context, ev watchdog.Event) {
+		if ev.Type != watchdog.EventTransition {
+			return
+		}
+		select {
+		case poke <- struct{}{}:
+		default:
+		}
+		d.fast.pokeTracker()
+		if d.fast != nil && d.fast.logs != nil {
+			// A new state is a new question: the urltest of a
+			// fresh tunnel may ask for its check at once.
+			d.fast.logs.NewTunnel()
+		}
+		node, _ := d.currentTunnel() // not under the engine's lock here
+		d.sig.g2.follow(node)
+		d.publishState(ctx, ev)
+	})
+}
+
+// followEvents runs fn on every engine event, in order, in a goroutine of
+// its own, until ctx ends or the engine closes the subscription.
+func (d *daemon) followEvents(ctx context.Context, name string, fn func(context.Context, watchdog.Event)) {
 	events, cancel := d.w.Subscribe()
-	d.goAux(ctx, "event follower", func(ctx context.Context) error {
+	d.goAux(ctx, name, func(ctx context.Context) error {
 		defer cancel()
 		for {
 			select {
@@ -83,22 +106,7 @@ func (d *daemon) startEvents(ctx context.Context) {
 				if !ok {
 					return nil
 				}
-				if ev.Type != watchdog.EventTransition {
-					continue
-				}
-				select {
-				case poke <- struct{}{}:
-				default:
-				}
-				d.fast.pokeTracker()
-				if d.fast != nil && d.fast.logs != nil {
-					// A new state is a new question: the urltest of a
-					// fresh tunnel may ask for its check at once.
-					d.fast.logs.NewTunnel()
-				}
-				node, _ := d.currentTunnel() // not under the engine's lock here
-				d.sig.g2.follow(node)
-				d.publishState(ctx, ev)
+				fn(ctx, ev)
 			}
 		}
 	})

@@ -19,6 +19,9 @@
   var pollTimer = null;
   var seen = new Set();
   var status = null;
+  var lastNews = 0;
+  var tickTimer = null;
+  var stripSoonTimer = null;
 
   function $(id) { return document.getElementById(id); }
 
@@ -64,6 +67,25 @@
     $('btn-forget').hidden = false;
     poll();
     connect();
+    loadStrip();
+    clearInterval(tickTimer);
+    tickTimer = setInterval(tick, 1000);
+    clearInterval(stripTimer);
+    stripTimer = setInterval(loadStrip, 60000);
+  }
+
+  // tick keeps every age on the page true, and says so when the page
+  // itself has heard nothing for a while (a stream that silently died).
+  function tick() {
+    if (!status) return;
+    paintStatus();
+    if (ws && lastNews && Date.now() - lastNews > 45000) setConn('stale', 'no news for ' + ago(new Date(lastNews).toISOString()).replace(' ago', ''));
+    else if (ws && $('conn').dataset.conn === 'stale') setConn('live', 'live');
+  }
+
+  function stripSoon() {
+    clearTimeout(stripSoonTimer);
+    stripSoonTimer = setTimeout(loadStrip, 1500);
   }
 
   function stopAll() {
@@ -71,6 +93,8 @@
     clearTimeout(retryTimer);
     clearInterval(pollTimer);
     pollTimer = null;
+    clearInterval(tickTimer);
+    clearInterval(stripTimer);
   }
 
   // --- HTTP --------------------------------------------------------------
@@ -98,6 +122,7 @@
     if (!token) return;
     Promise.all([request('GET', 'status'), request('GET', 'nodes'), request('GET', 'events?n=100')])
       .then(function (r) {
+        lastNews = Date.now();
         renderStatus(r[0]);
         renderNodes(r[1]);
         (r[2].events || []).forEach(handle);
@@ -160,6 +185,8 @@
 
   function handle(msg) {
     if (!msg || !msg.kind) return;
+    lastNews = Date.now();
+    if (msg.kind === 'transition' || msg.kind === 'rotation') stripSoon();
     if (msg.kind === 'snapshot') {
       var d = msg.data || {};
       if (d.status) renderStatus(d.status);
@@ -196,23 +223,29 @@
   // A value in an RFC 3339 form, as Go marshals a time.Time.
   var TIME_RE = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/;
 
+  // describe turns an event into a timeline row in plain words, with a
+  // colour: green for recovery, amber for what the watchdog is handling,
+  // red only when the household is offline.
   function describe(msg) {
     var d = msg.data || {};
     switch (msg.kind) {
       case 'transition':
-        return [(d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ' (' + d.reason + ')' : ''),
-          /healthy/.test(d.to) ? 'ok' : /degraded|connecting|cooldown|diag/.test(d.to) ? 'warn' : 'bad'];
+        var to = STATE_WORDS[d.to] || d.to || '?';
+        return [to + (d.reason ? ' (' + plain(d.reason) + ')' : ''),
+          /healthy/.test(d.to) ? 'ok' : /disconnected|wan_down|auth_failed|fail_open|subscription|stopped/.test(d.to) ? 'bad' : 'warn',
+          (d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ': ' + d.reason : '')];
       case 'rotation':
-        return ['node ' + (d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ' (' + d.reason + ')' : ''), 'warn'];
+        return ['switched node ' + (d.from || '?') + ' → ' + (d.to || '?') + (d.reason ? ' (' + plain(d.reason) + ')' : ''), 'warn', d.reason || ''];
       case 'health':
         var ok = d.outcome === 'OK' || d.outcome === 'TUNNEL_OK';
         var exit = d.exit_ip ? ' · exit ' + d.exit_ip + (d.exit_country ? ' ' + d.exit_country : '') : '';
-        return [(d.outcome || 'check') + (d.reason ? ': ' + d.reason : '') + exit, ok ? 'ok' : 'bad'];
+        return [(ok ? 'check passed' : 'check failed: ' + (OUTCOME_WORDS[d.outcome] || d.outcome || '')) +
+          (d.reason && !ok ? ' – ' + plain(d.reason) : '') + exit, ok ? 'ok' : 'warn', (d.outcome || '') + (d.reason ? ': ' + d.reason : '')];
       case 'signal':
-        return [(d.name || 'signal') + ': ' + (d.state || '') + (d.detail ? ' – ' + d.detail : ''),
-          d.state === 'ok' ? 'ok' : 'warn'];
+        return [(d.name || 'signal') + ': ' + (d.state || '') + (d.detail ? ' – ' + plain(d.detail) : ''),
+          d.state === 'ok' ? 'ok' : 'warn', ''];
       default:
-        return [JSON.stringify(d), ''];
+        return [JSON.stringify(d), '', ''];
     }
   }
 
@@ -237,7 +270,7 @@
     var li = el('li', { 'data-kind': msg.kind, 'data-text': t[0], 'data-ts': ts }, [
       el('time', { datetime: msg.time, text: clock(msg.time) }),
       el('span', { 'class': 'kind ' + t[1], text: msg.kind }),
-      el('span', { 'class': 'text', text: t[0] }, [el('span', { 'class': 'count' })])
+      el('span', { 'class': 'text', text: t[0], title: t[2] || '' }, [el('span', { 'class': 'count' })])
     ]);
     list.insertBefore(li, older);
     while (list.children.length > MAX_TIMELINE) list.removeChild(list.lastChild);
@@ -247,7 +280,9 @@
     var d = msg.data || {};
     var pre = $('log');
     var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-    pre.appendChild(document.createTextNode(clock(msg.time) + ' ' + (d.level || 'INFO') + ' ' + (d.message || '') + '\n'));
+    var extra = '';
+    if (d.fields) Object.keys(d.fields).forEach(function (k) { extra += ' ' + k + '=' + JSON.stringify(d.fields[k]); });
+    pre.appendChild(document.createTextNode(clock(msg.time) + ' ' + (d.level || 'INFO') + ' ' + (d.message || '') + extra + '\n'));
     while (pre.childNodes.length > MAX_LOG) pre.removeChild(pre.firstChild);
     if (atEnd) pre.scrollTop = pre.scrollHeight;
   }
@@ -260,48 +295,212 @@
     return d ? d + 'd ' + h + 'h' : h ? h + 'h ' + m + 'm' : m + 'm ' + Math.floor(s % 60) + 's';
   }
 
+  // ago says how old a time is, in words a person reads at a glance:
+  // "12 s ago", "4 min ago", "2 h ago"; "never" for Go's zero time.
+  function ago(t, now) {
+    if (t === null || t === undefined || t === '') return '';
+    if (isZeroTime(t)) return 'never';
+    var ms = (now || Date.now()) - Date.parse(t);
+    if (isNaN(ms)) return '';
+    var s = Math.max(0, Math.round(ms / 1000));
+    if (s < 90) return s + ' s ago';
+    if (s < 5400) return Math.round(s / 60) + ' min ago';
+    if (s < 172800) return Math.round(s / 3600) + ' h ago';
+    return Math.round(s / 86400) + ' days ago';
+  }
+
+  function ageS(t, now) {
+    if (!t || isZeroTime(t)) return Infinity;
+    var ms = (now || Date.now()) - Date.parse(t);
+    return isNaN(ms) ? Infinity : ms / 1000;
+  }
+
+  // States in plain words. The codes stay in the element's data-state (and
+  // the CSS keys off them); people read these.
+  var STATE_WORDS = {
+    healthy: 'working', degraded: 'working, with trouble', connecting: 'connecting…',
+    disconnected: 'offline (kill switch on)', wan_down: 'WAN down', auth_wait: 'logging in…',
+    auth_failed: 'login failed', storm_cooldown: 'waiting to retry', diag: 'diagnostics (paused)',
+    starting: 'starting…', fail_open: 'unprotected (kill switch off)',
+    subscription_inactive: 'subscription inactive', stopped: 'stopped'
+  };
+
+  // Health outcomes and engine reasons as a household reads them; the code
+  // itself goes into the row's tooltip.
+  var OUTCOME_WORDS = {
+    OK: 'working', TUNNEL_OK: 'the VPN works', DOMESTIC_EXIT: 'traffic left through the local ISP, not the VPN',
+    PROXY_BROKEN: 'the VPN program on the router is not passing LAN traffic',
+    LOCAL_FAIL: 'a problem on the router itself (not the VPN server)'
+  };
+
+  function plain(text) {
+    return String(text || '')
+      .replace(/G2: 503 storm override/g, 'the VPN server keeps refusing requests')
+      .replace(/local plumbing broken/g, 'the router\'s own VPN setup broke')
+      .replace(/local plumbing up/g, 'the router\'s VPN setup is in place')
+      .replace(/\bProbe 7\b/g, 'the LAN-path test')
+      .replace(/\bprobe 7\b/g, 'the LAN-path test')
+      .replace(/\b(LOCAL_FAIL|PROXY_BROKEN|DOMESTIC_EXIT|TUNNEL_OK)\b/g, function (c) { return OUTCOME_WORDS[c] || c; });
+  }
+
+  // A check older than this many intervals means the values shown are old.
+  var STALE_INTERVALS = 2.5;
+
+  function checkInterval(st) {
+    var s = st && (st.check_interval_s || (st.daemon && st.daemon.check_interval_s));
+    return typeof s === 'number' && s > 0 ? s : 60;
+  }
+
+  // why derives the one line a person reads first, and how urgent it is:
+  // "ok" (green), "info" (nothing to do), "warn" (being handled) or
+  // "action" (red: only this needs the person). The daemon's own line wins
+  // when it sends one.
+  function why(st, now) {
+    var sig = st.signals || {};
+    if (st.why && st.why.line) return { line: st.why.line, sev: st.why.severity || 'info', detail: st.why.detail || '' };
+    var node = st.node || 'a node';
+    var exit = st.exit || {};
+    var lc = st.last_check;
+    switch (st.state) {
+      case 'healthy':
+        if (ageS(lc && lc.at, now) > STALE_INTERVALS * checkInterval(st) + 10)
+          return { line: 'No health check for ' + ago(lc && lc.at, now).replace(' ago', '') + ' — the values below may be old.', sev: 'warn' };
+        return { line: 'Internet is working through ' + node + (exit.country ? ' (' + exit.country + ')' : '') + '.', sev: 'ok' };
+      case 'degraded':
+        return { line: 'Working, but ' + node + ' is having trouble; the watchdog is checking it.', sev: 'warn' };
+      case 'connecting': case 'starting': case 'auth_wait':
+        return { line: 'Connecting to ' + node + '… the kill switch keeps the LAN offline until it works.', sev: 'warn' };
+      case 'wan_down':
+        return { line: 'The router has no Internet connection (WAN down) — check the modem and the cable.', sev: 'action' };
+      case 'storm_cooldown':
+        return { line: 'Kill switch on: no node works right now; next try ' + until(sig.storm_cooldown_until, now) + '.', sev: 'action' };
+      case 'auth_failed':
+        return { line: 'Surflare login failed — check the e-mail and password in Settings.', sev: 'action',
+          detail: (sig.auth && sig.auth.last_error) || '' };
+      case 'subscription_inactive':
+        return { line: 'Your Surflare subscription is not active — renew it, then press Check now.', sev: 'action' };
+      case 'fail_open':
+        return { line: 'Unprotected: the kill switch is off and traffic leaves without the VPN.', sev: 'action' };
+      case 'diag':
+        return { line: 'Diagnostics mode: supervision is paused (turn it off with "Diag off").', sev: 'info' };
+      case 'disconnected':
+        if (sig.rate_limited_until && !isZeroTime(sig.rate_limited_until) && ageS(sig.rate_limited_until, now) < 0)
+          return { line: 'Kill switch on: too many reconnects; next try ' + until(sig.rate_limited_until, now) + '.', sev: 'action' };
+        return { line: 'No VPN connection — the kill switch keeps the LAN offline, nothing leaks.', sev: 'action' };
+      case 'stopped':
+        return { line: 'The watchdog has stopped.', sev: 'action' };
+    }
+    return { line: 'State: ' + (st.state || 'unknown'), sev: 'info' };
+  }
+
+  function until(t, now) {
+    if (!t || isZeroTime(t)) return 'soon';
+    var s = Math.round((Date.parse(t) - (now || Date.now())) / 1000);
+    if (isNaN(s) || s <= 0) return 'now';
+    return s < 90 ? 'in ' + s + ' s' : 'in ' + Math.round(s / 60) + ' min';
+  }
+
+  function setValue(id, text, age, stale) {
+    var v = $(id);
+    v.textContent = text;
+    v.classList.toggle('stale', !!stale);
+    var a = $(id + '-age');
+    if (a) a.textContent = age || '';
+  }
+
+  // renderStatus shows the daemon's status; it is called again every
+  // second (tick) with the same status, so every age stays true.
   function renderStatus(st) {
     status = st || {};
-    var s = $('state');
-    s.textContent = status.state || '–';
-    s.dataset.state = status.state || '';
-    $('node').textContent = status.node || '–';
-    $('transit').textContent = status.transit || '–';
-    var exit = status.exit || {};
-    $('exit').textContent = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '–';
-    var c = status.counters || {};
-    $('checks').textContent = c.checks !== undefined ? c.checks + ' / ' + (c.failed_checks || 0) + ' failed' : '–';
-    $('uptime').textContent = duration(status.uptime_s);
-    $('updated').textContent = 'updated ' + clock(status.updated_at || Date.now());
-    var diag = !!(status.signals && status.signals.diag);
-    var b = $('btn-diag');
-    b.dataset.diag = diag ? 'on' : 'off';
-    b.textContent = diag ? 'Diag off' : 'Diag on';
+    paintStatus();
     renderSignals(status.signals || {});
     if (status.last_transitions && !$('timeline').children.length) {
       status.last_transitions.forEach(function (t) { handle({ time: t.at, kind: 'transition', data: t }); });
     }
   }
 
+  function lastTransitionAt(st) {
+    var ts = st.last_transitions || [];
+    return ts.length ? ts[ts.length - 1].at : null;
+  }
+
+  function paintStatus() {
+    var st = status || {};
+    var now = Date.now();
+    var sig = st.signals || {};
+    var lc = st.last_check || null;
+    var checkAge = ageS(lc && lc.at, now);
+    var stale = checkAge > STALE_INTERVALS * checkInterval(st) + 10;
+    var up = st.state === 'healthy' || st.state === 'degraded';
+
+    var w = why(st, now);
+    $('why').dataset.severity = w.sev;
+    $('why-line').textContent = w.line;
+    $('why-detail').textContent = plain(w.detail || '');
+
+    var s = $('state');
+    s.dataset.state = st.state || '';
+    setValue('state', STATE_WORDS[st.state] || st.state || '–', st.state ? 'since ' + ago(lastTransitionAt(st) || st.started_at, now).replace(' ago', '') : '');
+    s.title = st.state || '';
+    setValue('node', st.node || '–', st.transit ? 'via ' + st.transit : '');
+    $('transit').textContent = st.transit || '–';
+
+    // The exit is only known while the tunnel is up and checks are fresh.
+    var exit = st.exit || {};
+    var exitText = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '–';
+    if (exit.ip && (!up || stale || sig.wan_down)) setValue('exit', 'unknown', 'last seen ' + exitText + ', ' + ago(lc && lc.at, now), true);
+    else setValue('exit', exitText, exit.ip && lc ? 'checked ' + ago(lc.at, now) : '', stale);
+
+    if (sig.wan_down) setValue('wan', 'down', 'check the modem', false);
+    else if (stale || !lc) setValue('wan', 'unknown', lc ? 'no check for ' + ago(lc.at, now).replace(' ago', '') : 'not checked yet', true);
+    else setValue('wan', 'up', 'checked ' + ago(lc.at, now), false);
+
+    var auth = sig.auth || {};
+    var loginWords = { ok: 'ok', checking: 'checking…', logging_in: 'logging in…', login_needed: 'needed',
+      failed: 'failed', subscription_inactive: 'subscription inactive', fail_open: 'failed (kill switch off)' };
+    setValue('login', loginWords[auth.state] || auth.state || '–', auth.failures ? auth.failures + ' failed attempts' : '', false);
+    $('login').dataset.sev = auth.state === 'failed' || auth.state === 'subscription_inactive' ? 'action' : auth.state === 'ok' ? '' : 'warn';
+
+    var c = st.counters || {};
+    var lcText = lc ? (OUTCOME_WORDS[lc.outcome] || lc.outcome || 'done') : 'none yet';
+    setValue('checks', lcText, lc ? ago(lc.at, now) + (c.checks !== undefined ? ' · ' + c.checks + ' checks, ' + (c.failed_checks || 0) + ' failed' : '') : '', stale);
+    $('checks').title = lc ? (lc.outcome || '') + (lc.reason ? ': ' + lc.reason : '') : '';
+    $('uptime').textContent = duration(st.uptime_s);
+    // "updated" is the age of the newest fact the daemon has: its last
+    // check, never the time this page redrew.
+    $('updated').textContent = lc ? 'last check ' + (isZeroTime(lc.at) ? 'never' : ago(lc.at, now)) : (st.updated_at && isZeroTime(st.updated_at) ? 'updated never' : 'no check yet');
+    $('updated').classList.toggle('stale', stale);
+
+    var diag = !!sig.diag;
+    var b = $('btn-diag');
+    b.dataset.diag = diag ? 'on' : 'off';
+    b.textContent = diag ? 'Diag off' : 'Diag on';
+  }
+
+  // Signal rows: red only for what needs the person (WAN down, login
+  // failed); amber for what the watchdog is handling; neutral otherwise.
   function renderSignals(sig) {
     var rows = [
-      ['diagnostics', sig.diag ? 'on' : 'off', sig.diag ? 'bad' : 'ok'],
+      ['diagnostics', sig.diag ? 'on' : 'off', sig.diag ? 'warn' : ''],
       ['WAN', sig.wan_down ? 'down' : 'up', sig.wan_down ? 'bad' : 'ok'],
-      ['login', sig.auth ? sig.auth.state : '–', sig.auth && sig.auth.state !== 'ok' ? 'bad' : 'ok']
+      ['login', sig.auth ? sig.auth.state : '–', sig.auth && /failed|subscription/.test(sig.auth.state) ? 'bad' : sig.auth && sig.auth.state !== 'ok' ? 'warn' : 'ok']
     ];
     // A zero time here ("never") is no cooldown, not an alarm.
     if (sig.storm_cooldown_until) rows.push(['storm cooldown until', clock(sig.storm_cooldown_until),
-      isZeroTime(sig.storm_cooldown_until) ? 'ok' : 'bad']);
+      isZeroTime(sig.storm_cooldown_until) ? 'ok' : 'warn']);
     if (sig.rate_limited_until) rows.push(['rate limited until', clock(sig.rate_limited_until),
-      isZeroTime(sig.rate_limited_until) ? 'ok' : 'bad']);
+      isZeroTime(sig.rate_limited_until) ? 'ok' : 'warn']);
     var lg = loopGuard(status);
     var lgShown = false;
     (sig.detectors || []).forEach(function (d) {
-      var text = d.state + (d.detail ? ' – ' + d.detail : '');
+      var text = d.state + (d.detail ? ' – ' + plain(d.detail) : '');
       if (d.name === 'loopguard' && lg) { text += ' · ' + lg; lgShown = true; }
-      rows.push([d.name, text, d.state === 'ok' || d.state === 'closed' ? 'ok' : 'bad']);
+      // A detector that is on duty (keepalive active, a circuit closed) is
+      // fine; one that has seen something is being handled, never red.
+      var calm = /^(ok|closed|active|idle|on|watching|ready)$/.test(d.state);
+      rows.push([d.name, text, calm ? '' : 'warn']);
     });
-    if (lg && !lgShown) rows.push(['loopguard', lg, 'ok']);
+    if (lg && !lgShown) rows.push(['loopguard', lg, '']);
     var ul = $('signals');
     ul.textContent = '';
     rows.forEach(function (r) {
@@ -322,23 +521,41 @@
     return parts.join(', ');
   }
 
-  // nodes may be an array of rows or {nodes: [...]}; columns are whatever
-  // the rows carry, node first, so the table follows the daemon.
+  // The node table: what a person asks of a node (is it the one in use,
+  // can it be used, how fast is it), not every field the daemon has.
+  // Columns the daemon adds beyond these follow, so nothing is hidden.
+  var NODE_COLS = ['node', 'status', 'latency', 'log_errors'];
+  var NODE_SKIP = { current: 1, failed: 1, dead: 1, latency_ms: 1, rtt_ms: 1, transit: 1 };
+
+  function nodeStatus(r) {
+    if (r.current) return ['in use', 'ok'];
+    if (r.failed) return ['failed just now', 'warn'];
+    if (r.dead) return ['skipped: failing in the VPN\'s own tests', 'warn'];
+    return ['ready', ''];
+  }
+
+  function latency(r) {
+    var ms = typeof r.latency_ms === 'number' ? r.latency_ms : r.rtt_ms;
+    return typeof ms === 'number' && ms > 0 ? ms + ' ms' : '–';
+  }
+
+  // nodes may be an array of rows or {nodes: [...]}.
   function renderNodes(nodes) {
     var rows = Array.isArray(nodes) ? nodes : (nodes && (nodes.nodes || nodes.candidates)) || [];
-    var cols = ['node'];
-    rows.forEach(function (r) { Object.keys(r).forEach(function (k) { if (cols.indexOf(k) < 0) cols.push(k); }); });
-    var head = el('tr', null, cols.map(function (c) { return el('th', { text: c.replace(/_/g, ' ') }); }));
+    var cols = NODE_COLS.slice();
+    rows.forEach(function (r) {
+      Object.keys(r).forEach(function (k) { if (!NODE_SKIP[k] && cols.indexOf(k) < 0) cols.push(k); });
+    });
+    var label = { log_errors: 'errors', latency: 'latency' };
+    var head = el('tr', null, cols.map(function (c) { return el('th', { text: label[c] || c.replace(/_/g, ' ') }); }));
     var body = rows.map(function (r) {
       return el('tr', { 'class': r.current ? 'current' : '', 'data-node': r.node || '' }, cols.map(function (c) {
+        if (c === 'status') { var s = nodeStatus(r); return el('td', { 'class': s[1], text: s[0] }); }
+        if (c === 'latency') return el('td', { 'class': 'num', text: latency(r) });
         var v = r[c];
-        if (c === 'current') return el('td', { text: v ? '●' : '' });
-        if (typeof v === 'boolean') {
-          var good = v === (c !== 'dead' && c !== 'failed');
-          return el('td', { 'class': good ? '' : 'no', text: v ? 'yes' : 'no' });
-        }
-        if (typeof v === 'string' && TIME_RE.test(v)) return el('td', { text: clock(v) });
-        return el('td', { text: v === undefined || v === null ? '' : String(v) });
+        if (typeof v === 'boolean') return el('td', { text: v ? 'yes' : 'no' });
+        if (typeof v === 'string' && TIME_RE.test(v)) return el('td', { text: isZeroTime(v) ? 'never' : ago(v) });
+        return el('td', { 'class': typeof v === 'number' ? 'num' : '', text: v === undefined || v === null ? '' : String(v) });
       }));
     });
     var table = el('table', null, [el('thead', null, [head]), el('tbody', null, body)]);
@@ -352,6 +569,35 @@
     rows.forEach(function (r) { if (r.node) sel.add(new Option(r.node + (r.current ? ' (current)' : ''), r.node)); });
     sel.value = keep;
     if (sel.selectedIndex < 0) sel.value = '';
+  }
+
+  // --- health strip ----------------------------------------------------------
+
+  var stripSpan = 3600;
+  var stripTimer = null;
+
+  // The daemon draws the strip (an inert SVG of its own making, the same
+  // one LuCI shows); this page only places it.
+  function loadStrip() {
+    if (!token) return;
+    var buckets = stripSpan > 3600 ? 96 : 60;
+    request('GET', 'history?span=' + stripSpan + '&buckets=' + buckets).then(function (h) {
+      $('strip').innerHTML = h.svg || '';
+      $('strip-summary').textContent = h.summary || '';
+    }).catch(function () {
+      $('strip-summary').textContent = 'The history is not available from this watchdog.';
+    });
+  }
+
+  function setSpan(span) {
+    stripSpan = span;
+    ['span-1h', 'span-24h'].forEach(function (id) {
+      var on = Number($(id).dataset.span) === span;
+      $(id).classList.toggle('seg-on', on);
+      $(id).setAttribute('aria-pressed', on ? 'true' : 'false');
+    });
+    $('strip-title').textContent = span > 3600 ? 'Last 24 hours' : 'Last hour';
+    loadStrip();
   }
 
   // --- actions -------------------------------------------------------------
@@ -390,6 +636,8 @@
     $('btn-diag').addEventListener('click', function (e) {
       action(e.target, 'diag', { enable: e.target.dataset.diag !== 'on' });
     });
+    $('span-1h').addEventListener('click', function () { setSpan(3600); });
+    $('span-24h').addEventListener('click', function () { setSpan(86400); });
     var t = takeToken();
     if (t) start(t); else askToken('');
   }

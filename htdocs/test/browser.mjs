@@ -174,6 +174,7 @@ try {
       const r = await route.fetch();
       const st = await r.json();
       st.updated_at = zero;
+      if (st.last_check) st.last_check.at = zero;
       st.signals = Object.assign({}, st.signals, { rate_limited_until: zero });
       st.daemon = st.daemon || {};
       lgOwn = !!(st.daemon.loopguard && st.daemon.loopguard.mode);
@@ -191,7 +192,7 @@ try {
     await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
     await p.locator('#signals li[data-signal="loopguard"]').waitFor({ timeout: opt.timeoutMs });
     const updated = (await p.textContent('#updated')).trim();
-    assert(updated === 'updated never', `a zero updated_at reads ${JSON.stringify(updated)}`);
+    assert(updated === 'last check never' || updated === 'updated never', `a zero check time reads ${JSON.stringify(updated)}`);
     const rl = (await p.textContent('#signals li[data-signal="rate limited until"] .v')).trim();
     assert(rl === 'never', `a zero rate_limited_until reads ${JSON.stringify(rl)}`);
     const col = await p.$$eval('#nodes th', (ths) => ths.findIndex((th) => th.textContent === 'last ok'));

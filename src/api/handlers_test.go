@@ -285,3 +285,30 @@ func TestMetricsWhenTheDaemonFails(t *testing.T) {
 type failing struct{ api.Backend }
 
 func (failing) Status(context.Context) (any, error) { return nil, fmt.Errorf("daemon stopped") }
+
+func TestHistoryServesTheStrip(t *testing.T) {
+	f := newFixture(t, nil)
+	rec := f.do("GET", "/api/v1/history?span=3600&buckets=12", f.token, "", "")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("history: %d %s", rec.Code, rec.Body)
+	}
+	var v struct {
+		SVG     string `json:"svg"`
+		Summary string `json:"summary"`
+		Buckets []any  `json:"buckets"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v.SVG, "<svg") || !strings.HasPrefix(v.Summary, "Last hour") || len(v.Buckets) != 12 {
+		t.Fatalf("history: svg %.40q summary %q buckets %d", v.SVG, v.Summary, len(v.Buckets))
+	}
+	for _, q := range []string{"span=10", "span=999999", "span=x", "buckets=0", "buckets=100000"} {
+		if rec := f.do("GET", "/api/v1/history?"+q, f.token, "", ""); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d; want 400", q, rec.Code)
+		}
+	}
+	if rec := f.do("GET", "/api/v1/history", "", "", ""); rec.Code != http.StatusUnauthorized {
+		t.Errorf("without a token: %d", rec.Code)
+	}
+}

@@ -42,6 +42,7 @@ func (s *Server) routes() chi.Router {
 			r.Get("/status", s.getStatus)
 			r.Get("/nodes", s.getNodes)
 			r.Get("/events", s.getEvents)
+			r.Get("/history", s.getHistory)
 			r.Get("/metrics", s.getMetrics)
 			r.Post("/check", s.command(func(ctx context.Context, _ *http.Request) error {
 				return s.opts.Backend.Check(ctx)

@@ -241,3 +241,35 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// ForEngineState maps the watchdog engine's state names to what the
+// household had: connecting, cooling down and waiting for a login all hold
+// the LAN offline behind the kill switch, so they are Down; diagnostics and
+// a WAN outage are Paused (not the tunnel's doing); fail-open works but
+// unprotected, which is Degraded.
+func ForEngineState(s string) State {
+	switch s {
+	case "healthy":
+		return Up
+	case "degraded", "fail_open":
+		return Degraded
+	case "diag", "wan_down":
+		return Paused
+	case "connecting", "starting", "disconnected", "storm_cooldown", "auth_wait", "auth_failed", "subscription_inactive":
+		return Down
+	}
+	return Unknown
+}
+
+// View is what the API and ubus serve: the strip, drawn and summed up.
+type View struct {
+	Strip
+	SVG     string `json:"svg"`
+	Summary string `json:"summary"`
+}
+
+// View cuts the record like Strip and adds the drawing and the sentence.
+func (r *Recorder) View(now time.Time, length time.Duration, n int) View {
+	s := r.Strip(now, length, n)
+	return View{Strip: s, SVG: s.SVG(), Summary: s.Summary()}
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/api"
+	"surflare-watchdog/src/history"
 )
 
 // subscriberBuffer is how far a subscriber may lag before it misses events
@@ -40,6 +41,7 @@ type Backend struct {
 	subs        map[int]chan api.Event
 	nextSub     int
 	calls       []string
+	hist        *history.Recorder
 }
 
 // New returns a healthy fake connected to the first of nodes. secret is
@@ -64,7 +66,14 @@ func New(nodes []string, secret string, now func() time.Time) *Backend {
 		subs:       map[int]chan api.Event{},
 	}
 	b.counters["fail_threshold"] = failThreshold
+	b.hist = history.New(0)
+	b.hist.Observe(b.started, history.Up)
 	return b
+}
+
+// History serves the fake's record of its own transitions (api.Historian).
+func (b *Backend) History(_ context.Context, span time.Duration, buckets int) (any, error) {
+	return b.hist.View(b.now(), span, buckets), nil
 }
 
 // Calls lists the commands received, e.g. "rotate Chicago", "diag true".
@@ -307,6 +316,7 @@ func (b *Backend) nextLocked() string {
 func (b *Backend) rotateLocked(node, reason string) {
 	from := b.node
 	b.counters["rotations"]++
+	b.hist.Rotation(b.now())
 	b.emitLocked(api.KindRotation, map[string]any{"from": from, "to": node, "reason": reason})
 	b.emitLocked(api.KindLog, map[string]any{"level": "INFO", "message": fmt.Sprintf("Node rotation: %s -> %s (%s)", from, node, reason)})
 	b.connectLocked(node, reason)
@@ -331,6 +341,7 @@ const maxTransitions = 20
 func (b *Backend) transitionLocked(to, reason string) {
 	t := map[string]any{"at": b.now(), "from": b.state, "to": to, "reason": reason}
 	b.state = to
+	b.hist.Observe(b.now(), history.ForEngineState(to))
 	b.transitions = append(b.transitions, t)
 	if len(b.transitions) > maxTransitions {
 		b.transitions = b.transitions[len(b.transitions)-maxTransitions:]

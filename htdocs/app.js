@@ -462,9 +462,11 @@
     $('login').dataset.sev = auth.state === 'failed' || auth.state === 'subscription_inactive' ? 'action' : auth.state === 'ok' ? '' : 'warn';
 
     var c = st.counters || {};
-    var lcText = lc ? (OUTCOME_WORDS[lc.outcome] || lc.outcome || 'done') : 'none yet';
+    var lcOK = lc && (lc.outcome === 'OK' || lc.outcome === 'TUNNEL_OK');
+    var lcText = lc ? (lcOK ? 'passed' : 'failed') : 'none yet';
     setValue('checks', lcText, lc ? ago(lc.at, now) + (c.checks !== undefined ? ' · ' + c.checks + ' checks, ' + (c.failed_checks || 0) + ' failed' : '') : '', stale);
-    $('checks').title = lc ? (lc.outcome || '') + (lc.reason ? ': ' + lc.reason : '') : '';
+    $('checks').title = lc ? (OUTCOME_WORDS[lc.outcome] || '') + ' (' + (lc.outcome || '') + (lc.reason ? ': ' + lc.reason : '') + ')' : '';
+    $('checks').dataset.sev = lc && !lcOK ? 'warn' : '';
     $('uptime').textContent = duration(st.uptime_s);
     // "updated" is the age of the newest fact the daemon has: its last
     // check, never the time this page redrew.

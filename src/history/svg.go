@@ -198,6 +198,8 @@ func spanText(d time.Duration) string {
 
 func durText(d time.Duration) string {
 	switch {
+	case d < time.Second:
+		return "under 1 s"
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(math.Round(d.Seconds())))
 	case d < time.Hour:

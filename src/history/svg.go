@@ -38,9 +38,14 @@ func (s Strip) SVG() string {
 		return ""
 	}
 	length := s.To.Sub(s.From)
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" role="img" aria-label="%s" class="health-strip">`,
-		svgW, svgH, html.EscapeString(s.Summary()))
+	// The outer picture is as wide as its box and of a fixed height; the
+	// bars are drawn in a viewBox stretched to that width, and the labels
+	// are placed in percent, so a phone gets the same bar height and
+	// readable text instead of a scaled-down sliver.
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="100%%" height="%d" role="img" aria-label="%s" class="health-strip">`,
+		svgH, html.EscapeString(s.Summary()))
 	fmt.Fprintf(&b, `<title>%s</title>`, html.EscapeString(s.Summary()))
+	fmt.Fprintf(&b, `<svg x="0" y="0" width="100%%" height="%d" viewBox="0 0 %d %d" preserveAspectRatio="none">`, barTop+barH, svgW, barTop+barH)
 	w := float64(svgW) / float64(n)
 	for i, bk := range s.Buckets {
 		x := float64(i) * w
@@ -73,8 +78,9 @@ func (s Strip) SVG() string {
 		}
 		b.WriteString(`</g>`)
 	}
-	// Five labels: the start, three quarters, now.
-	for k := 0; k <= 4; k++ {
+	b.WriteString(`</svg>`)
+	// Three labels (the start, the middle, now): five overlap on a phone.
+	for k := 0; k <= 4; k += 2 {
 		ago := length - time.Duration(k)*length/4
 		anchor := "middle"
 		switch k {
@@ -87,8 +93,8 @@ func (s Strip) SVG() string {
 		if k < 4 {
 			text = agoText(ago)
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" font-family="system-ui,sans-serif" fill="%s" text-anchor="%s">%s</text>`,
-			k*svgW/4, labelY, colourText, anchor, html.EscapeString(text))
+		fmt.Fprintf(&b, `<text x="%d%%" y="%d" font-size="12" font-family="system-ui,sans-serif" fill="%s" text-anchor="%s">%s</text>`,
+			k*25, labelY, colourText, anchor, html.EscapeString(text))
 	}
 	b.WriteString(`</svg>`)
 	return b.String()

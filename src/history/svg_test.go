@@ -42,7 +42,7 @@ func TestSVGIsWellFormedAndSaysWhatHappened(t *testing.T) {
 	}
 	for _, want := range []string{
 		`aria-label="Last hour: 96.7% up, 1 outage (2 min), 1 node switch"`,
-		colourDown, `40 min ago to 39 min ago: no Internet for 1 min`, `>now</text>`, `>60 min ago</text>`,
+		colourDown, `40 min ago to 39 min ago: no Internet for 1 min`, `>now</text>`, `>60 min ago</text>`, `>30 min ago</text>`,
 		`<path d="M`, // the rotation marker
 	} {
 		if !strings.Contains(svg, want) {

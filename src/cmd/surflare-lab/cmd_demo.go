@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +26,86 @@ type demo struct {
 	daemon bool
 
 	mu       sync.Mutex
-	lastExit string // exit node client 0 last went through
+	lastExit string        // exit node client 0 last went through
+	fetches  []fetchRecord // client 0's recent fetches, oldest first
+}
+
+// fetchRecord is one of client 0's fetches: did it get through the tunnel.
+type fetchRecord struct {
+	at time.Time
+	ok bool
+}
+
+// maxFetchRecords bounds the record (a fetch a second: over half an hour).
+const maxFetchRecords = 2048
+
+func (d *demo) record(at time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fetches = append(d.fetches, fetchRecord{at, ok})
+	if len(d.fetches) > maxFetchRecords {
+		d.fetches = d.fetches[len(d.fetches)-maxFetchRecords:]
+	}
+}
+
+// since returns the fetches at or after t.
+func (d *demo) since(t time.Time) []fetchRecord {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := len(d.fetches)
+	for i > 0 && !d.fetches[i-1].at.Before(t) {
+		i--
+	}
+	return append([]fetchRecord(nil), d.fetches[i:]...)
+}
+
+// stepOutcome judges a tour step from the client's fetches since it began:
+// no failure at all, an outage that ended (how long), or one still going.
+type stepOutcome struct {
+	failed    int
+	outage    time.Duration // from the first failure to the first success after the last one
+	recovered bool
+}
+
+func judge(fs []fetchRecord) stepOutcome {
+	var o stepOutcome
+	var first, lastFail time.Time
+	for _, f := range fs {
+		if !f.ok {
+			o.failed++
+			if first.IsZero() {
+				first = f.at
+			}
+			lastFail = f.at
+		}
+	}
+	if o.failed == 0 {
+		o.recovered = true
+		return o
+	}
+	for _, f := range fs {
+		if f.ok && f.at.After(lastFail) {
+			o.recovered, o.outage = true, f.at.Sub(first)
+			break
+		}
+	}
+	return o
+}
+
+// waitRecovered waits until a fetch after the last failure since t got
+// through, or until grace has passed.
+func (d *demo) waitRecovered(ctx context.Context, t time.Time, grace time.Duration) stepOutcome {
+	deadline := time.Now().Add(grace)
+	for {
+		o := judge(d.since(t))
+		if o.recovered || time.Now().After(deadline) || ctx.Err() != nil {
+			return o
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 func runDemo(ctx context.Context, args []string) int {
@@ -40,6 +120,14 @@ func runDemo(ctx context.Context, args []string) int {
 	}
 	if !needRoot("demo") {
 		return exitFailure
+	}
+	if !*noTour {
+		// The tour injects seven faults in a few minutes; with the shipped
+		// limits (6 reconnects in 10 min, a 10 min cooldown when no node
+		// works) the later steps would only show the rate limit. The
+		// demo's own limits come first, so --set still overrides them.
+		sets = append(append(setFlags{}, demoLimits...), sets...)
+		fmt.Println("demo limits (a router keeps the shipped ones): " + demoLimitsText)
 	}
 	fmt.Println("building the lab binaries and bringing the lab up …")
 	l, err := lab.Up(ctx, lab.Options{Set: sets})
@@ -67,7 +155,13 @@ func runDemo(ctx context.Context, args []string) int {
 			return exitFailure
 		}
 		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), l.LogPath(lab.DaemonName))
-		fmt.Printf("web UI: http://%s/  (relayed into the router namespace, not routed)\n", ln.Addr())
+		fmt.Printf("web UI: %s  (relayed into the router namespace, not routed)\n", webURL(l, ln.Addr().String()))
+		// The client's first request waits for the tunnel: before it, the
+		// kill switch rightly refuses it, and a demo that starts with a
+		// failure shows the wrong thing.
+		if _, err := l.WaitDaemon(ctx, demoHealthy, lab.DaemonState.Healthy); err != nil {
+			fmt.Printf("=== the tunnel is not up after %s: %v\n", demoHealthy, err)
+		}
 	} else {
 		fmt.Println("surflare-watchdog has no `run` subcommand yet: running the lab alone —")
 		fmt.Println("the demo logs the fake client in, connects it and installs the lab's LAN tproxy table itself.")
@@ -83,6 +177,32 @@ func runDemo(ctx context.Context, args []string) int {
 	fmt.Println("Ctrl-C tears everything down.")
 	<-ctx.Done()
 	return exitOK
+}
+
+// demoHealthy bounds the wait for the first healthy tunnel.
+const demoHealthy = 60 * time.Second
+
+// demoLimits are the limits the demo runs the daemon with, and what they
+// are, printed at the start.
+var demoLimits = setFlags{
+	"surflare.main.reconnect_limit=40",
+	"surflare.main.reconnect_window=600",
+	"surflare.main.storm_cooldown=20",
+}
+
+const demoLimitsText = "40 reconnects in 10 min (shipped 6), 20 s cooldown when no node works (shipped 10 min)"
+
+// webURL is the web UI's address with the lab's token in the fragment (the
+// page moves it to session storage and never sends the fragment), so the
+// printed link opens the live view at once.
+func webURL(l *lab.Lab, addr string) string {
+	u := "http://" + addr + "/"
+	if tok, err := os.ReadFile(l.Path("config", "web.token")); err == nil {
+		if t := strings.TrimSpace(string(tok)); t != "" {
+			u += "#token=" + t
+		}
+	}
+	return u
 }
 
 // demoDaemonStart bounds the daemon's start: up to the armed kill switch
@@ -144,11 +264,14 @@ func (d *demo) clientLoop(ctx context.Context, every time.Duration) {
 			return
 		}
 		seen := describeFetch(f)
+		ok := false
 		if e, err := lab.ParseEcho(f.Body); err == nil && f.Err == nil && lab.ExitName(e.IP) != "" {
+			ok = true
 			d.mu.Lock()
 			d.lastExit = lab.ExitName(e.IP)
 			d.mu.Unlock()
 		}
+		d.record(time.Now(), ok)
 		fmt.Printf("%s  client 198.18.1.10 → %s\n", time.Now().Format("15:04:05"), seen)
 		if first && d.daemon {
 			d.leakCheck(ctx)
@@ -198,6 +321,10 @@ type tourStep struct {
 	oneShot bool          // nothing to switch off
 }
 
+// tourGrace is how long a step may take to recover after its fault is
+// off (or, for a one-shot fault, after it struck).
+const tourGrace = 45 * time.Second
+
 func (d *demo) tour(ctx context.Context) {
 	current := func(d *demo) []string {
 		if n := d.currentExit(); n != "" {
@@ -226,12 +353,15 @@ func (d *demo) tour(ctx context.Context) {
 	if !sleep(5 * time.Second) {
 		return
 	}
+	passed := 0
 	for i, s := range steps {
 		var args []string
 		if s.args != nil {
 			args = s.args(d)
 		}
 		fmt.Printf("\n=== %d/%d %s %v: %s\n", i+1, len(steps), s.fault, args, s.say)
+		leaks0, _ := d.l.Leaks(ctx)
+		began := time.Now()
 		if err := d.l.Fault(ctx, s.fault, true, args...); err != nil {
 			fmt.Printf("=== could not inject: %v\n", err)
 			continue
@@ -256,12 +386,25 @@ func (d *demo) tour(ctx context.Context) {
 				fmt.Printf("=== reconnect failed: %v\n", err)
 			}
 		}
+		o := d.waitRecovered(ctx, began, tourGrace)
+		leaks := "leaks ?"
 		if lc, err := d.l.Leaks(ctx); err == nil {
-			fmt.Printf("=== counters so far: %s\n", lc)
+			leaks = fmt.Sprintf("leaks %d", lc.Total()-leaks0.Total())
+		}
+		switch {
+		case !o.recovered:
+			fmt.Printf("=== ✗ not recovered %s after the fault (%d requests failed, %s)\n", time.Since(began).Round(time.Second), o.failed, leaks)
+		case o.failed == 0:
+			passed++
+			fmt.Printf("=== ✓ no request failed (%s)\n", leaks)
+		default:
+			passed++
+			fmt.Printf("=== ✓ recovered in %.1f s (%d requests failed, %s)\n", o.outage.Seconds(), o.failed, leaks)
 		}
 		if !sleep(5 * time.Second) {
 			return
 		}
 	}
+	fmt.Printf("\n=== tour: %d of %d steps recovered\n", passed, len(steps))
 	fmt.Println("\n=== tour done; the lab keeps running.")
 }

@@ -49,3 +49,20 @@ func TestDemoFirstRequestDoesNotLeak(t *testing.T) {
 		t.Errorf("leaked at start: %s\ndaemon log:\n%s", lc, l.DaemonLog())
 	}
 }
+
+func TestJudgeTourStep(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64, ok bool) fetchRecord {
+		return fetchRecord{t0.Add(time.Duration(s * float64(time.Second))), ok}
+	}
+	if o := judge([]fetchRecord{at(0, true), at(1, true)}); !o.recovered || o.failed != 0 {
+		t.Errorf("no failure: %+v", o)
+	}
+	o := judge([]fetchRecord{at(0, true), at(1, false), at(2, false), at(3, true), at(4, false), at(5.5, true)})
+	if !o.recovered || o.failed != 3 || o.outage != 4500*time.Millisecond {
+		t.Errorf("outage from the first failure to the success after the last: %+v", o)
+	}
+	if o := judge([]fetchRecord{at(0, true), at(1, false)}); o.recovered || o.failed != 1 {
+		t.Errorf("still failing: %+v", o)
+	}
+}

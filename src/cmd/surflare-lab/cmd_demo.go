@@ -321,6 +321,13 @@ type tourStep struct {
 	oneShot bool          // nothing to switch off
 }
 
+func failedText(n int) string {
+	if n == 1 {
+		return "1 request failed"
+	}
+	return fmt.Sprintf("%d requests failed", n)
+}
+
 // tourGrace is how long a step may take to recover after its fault is
 // off (or, for a one-shot fault, after it struck).
 const tourGrace = 45 * time.Second
@@ -393,13 +400,13 @@ func (d *demo) tour(ctx context.Context) {
 		}
 		switch {
 		case !o.recovered:
-			fmt.Printf("=== ✗ not recovered %s after the fault (%d requests failed, %s)\n", time.Since(began).Round(time.Second), o.failed, leaks)
+			fmt.Printf("=== ✗ not recovered %s after the fault (%s, %s)\n", time.Since(began).Round(time.Second), failedText(o.failed), leaks)
 		case o.failed == 0:
 			passed++
 			fmt.Printf("=== ✓ no request failed (%s)\n", leaks)
 		default:
 			passed++
-			fmt.Printf("=== ✓ recovered in %.1f s (%d requests failed, %s)\n", o.outage.Seconds(), o.failed, leaks)
+			fmt.Printf("=== ✓ recovered in %.1f s (%s, %s)\n", o.outage.Seconds(), failedText(o.failed), leaks)
 		}
 		if !sleep(5 * time.Second) {
 			return

@@ -255,12 +255,12 @@ func TestRealDaemonPackages(t *testing.T) {
 	root := repoRoot(t)
 	bin := goBuild(t, root, "./src/cmd/surflare-watchdog", "amd64")
 	out := t.TempDir()
-	rc, stdout, stderr := runMkipk(t, "build", "--root", root, "--version", "0.0.0-test", "--bin", bin, "--out", out)
+	rc, stdout, stderr := runMkipk(t, "build", "--root", root, "--version", "0.0.0-r0", "--bin", bin, "--out", out)
 	if rc != exitOK {
 		t.Fatalf("rc %d\n%s%s", rc, stdout, stderr)
 	}
 	t.Logf("\n%s", stdout)
-	rc, stdout, _ = runMkipk(t, "check", filepath.Join(out, "surflare-watchdog_0.0.0-test_x86_64.ipk"), filepath.Join(out, "luci-app-surflare_0.0.0-test_all.ipk"))
+	rc, stdout, _ = runMkipk(t, "check", filepath.Join(out, "surflare-watchdog_0.0.0-r0_x86_64.ipk"), filepath.Join(out, "luci-app-surflare_0.0.0-r0_all.ipk"))
 	if rc != exitOK {
 		t.Errorf("check:\n%s", stdout)
 	}

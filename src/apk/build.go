@@ -121,6 +121,11 @@ func (p *Package) validate() error {
 	if p.Arch == "" || strings.ContainsAny(p.Arch, " \t\n/") {
 		return fmt.Errorf("arch %q is not an architecture name", p.Arch)
 	}
+	if strings.ContainsAny(p.Description+p.Maintainer+p.License+p.Origin+p.URL, "\n\r") {
+		// apk writes these to its line-based installed database, which
+		// a newline corrupts ("v2 database format error" on the next run).
+		return fmt.Errorf("description, maintainer, license, origin and url must be one line each")
+	}
 	for _, d := range p.Depends {
 		if !validDependency(d) {
 			return fmt.Errorf("dependency %q is not a package name", d)

@@ -156,6 +156,7 @@ func TestBuildRefusesWhatApkRejects(t *testing.T) {
 		"script without #!":  func(p *Package) { p.Scripts["post-install"] = []byte("exit 0\n") },
 		"opkg script name":   func(p *Package) { p.Scripts["postinst"] = []byte("#!/bin/sh\n") },
 		"setuid":             func(p *Package) { p.Files[0].Mode |= 1 << 23 },
+		"two-line text":      func(p *Package) { p.Description = "a\nb" },
 	} {
 		p := demo()
 		mutate(p)

@@ -50,7 +50,9 @@ func (p *Package) IPK() (*ipk.Package, error) {
 const apkDBDir = "/lib/apk/packages/"
 
 // APK is the package as OpenWrt 25.12's package-pack.mk makes it with
-// `apk mkpkg`: "all" becomes "noarch"; lib/apk/packages/NAME.list lists
+// `apk mkpkg`: "all" becomes "noarch"; the description is one line (apk
+// keeps its installed database in the line-based v2 format, where a
+// newline breaks the entry: "v2 database format error"); lib/apk/packages/NAME.list lists
 // every file (sorted), NAME.conffiles the conffiles and
 // NAME.conffiles_static each conffile with the SHA-256 it ships with; the
 // scripts are post-install, post-upgrade (the same with PKG_UPGRADE=1
@@ -65,7 +67,7 @@ func (p *Package) APK() (*apk.Package, error) {
 	}
 	out := &apk.Package{
 		Name: p.Name, Version: p.Version, Arch: arch,
-		Description: p.Description, Maintainer: p.Maintainer, Origin: p.Name,
+		Description: strings.Join(strings.Fields(p.Description), " "), Maintainer: p.Maintainer, Origin: p.Name,
 		Depends: p.Depends, Scripts: map[string][]byte{},
 	}
 	var list []string

@@ -87,8 +87,12 @@ func sizeRows(build string) []sizeRow {
 	ipks, _ := filepath.Glob(filepath.Join(build, "ipk", corePackage+"_*_*.ipk"))
 	byArch := map[string][]string{}
 	for _, name := range ipks {
-		base := strings.TrimSuffix(filepath.Base(name), ".ipk")
-		byArch[base[strings.LastIndexByte(base, '_')+1:]] = append(byArch[base[strings.LastIndexByte(base, '_')+1:]], name)
+		// NAME_VERSION_ARCH.ipk: neither name nor version has a '_', the
+		// architecture may (mipsel_24kc).
+		rest := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(name), corePackage+"_"), ".ipk")
+		if _, arch, ok := strings.Cut(rest, "_"); ok {
+			byArch[arch] = append(byArch[arch], name)
+		}
 	}
 	for a, names := range byArch {
 		row(a).ipk = newest(names)

@@ -246,10 +246,10 @@ func splitBlocks(b []byte) ([]block, error) {
 			}
 			typ, size, hdr = ts&0x3fffffff, binary.LittleEndian.Uint64(b[8:]), 16
 		}
-		padded := (size + blockAlign - 1) / blockAlign * blockAlign
-		if size < hdr || padded > uint64(len(b)) {
+		if size < hdr || size > uint64(len(b)) {
 			return nil, malformed("block of %d bytes in %d remaining", size, len(b))
 		}
+		padded := min((size+blockAlign-1)/blockAlign*blockAlign, uint64(len(b)))
 		out = append(out, block{typ: typ, data: b[hdr:size]})
 		b = b[padded:]
 	}

@@ -290,3 +290,32 @@ func TestMakeIpkArtifacts(t *testing.T) {
 		t.Errorf("build/ipk has %d surflare-watchdog and %d luci-app-surflare packages, want both", core, luci)
 	}
 }
+
+// TestMakeApkArtifacts checks what `make apk` left in build/apk, when it
+// has been run (CI runs it before the tests; locally it is skipped
+// otherwise).
+func TestMakeApkArtifacts(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "build", "apk", "*", "*.apk"))
+	if len(files) == 0 {
+		t.Skip("no build/apk/*/*.apk: run `make apk` first")
+	}
+	var core, luci int
+	for _, name := range files {
+		problems := checkFile(name)
+		if len(problems) > 0 {
+			t.Errorf("%s: %v", name, problems)
+		}
+		switch base := filepath.Base(name); {
+		case strings.HasPrefix(base, corePackage+"-"):
+			core++
+			if arch := filepath.Base(filepath.Dir(name)); !strings.HasPrefix(arch, "x86_64") && !strings.Contains(arch, "_") {
+				t.Errorf("%s: directory %s is not a package architecture", name, arch)
+			}
+		case strings.HasPrefix(base, luciPackage+"-"):
+			luci++
+		}
+	}
+	if core == 0 || luci == 0 {
+		t.Errorf("build/apk has %d surflare-watchdog and %d luci-app-surflare packages, want both", core, luci)
+	}
+}

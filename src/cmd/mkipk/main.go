@@ -96,7 +96,7 @@ func cmdBuild(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	if a != *arch {
-		fmt.Fprintf(stdout, "arch: %s packaged as %s (pass --arch with the router's `opkg print-architecture` name for another variant)\n", *arch, a)
+		fmt.Fprintf(stdout, "arch: %s packaged as %s (pass --arch with the router's name for another variant: `opkg print-architecture` on 24.10, /etc/apk/arch on 25.12)\n", *arch, a)
 	}
 	binary, err := os.ReadFile(*bin)
 	if err != nil {

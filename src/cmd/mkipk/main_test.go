@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"surflare-watchdog/src/apk"
 	"surflare-watchdog/src/ipk"
 )
 
@@ -317,5 +319,69 @@ func TestMakeApkArtifacts(t *testing.T) {
 	}
 	if core == 0 || luci == 0 {
 		t.Errorf("build/apk has %d surflare-watchdog and %d luci-app-surflare packages, want both", core, luci)
+	}
+}
+
+// The .ipk and the .apk of one build carry the same thing: files with
+// their modes and bytes, dependencies, conffiles and scripts; only the
+// bookkeeping differs (apk's lib/apk/packages/ files, noarch for all).
+func TestIpkAndApkCarryTheSame(t *testing.T) {
+	root := repoRoot(t)
+	bin := tinyBinary(t, "amd64")
+	ipkDir, apkDir := t.TempDir(), t.TempDir()
+	for format, out := range map[string]string{"ipk": ipkDir, "apk": apkDir} {
+		if rc, stdout, stderr := runMkipk(t, "build", "--format", format, "--root", root, "--version", "1.0.0-r1", "--bin", bin, "--out", out); rc != exitOK {
+			t.Fatalf("%s: rc %d\n%s%s", format, rc, stdout, stderr)
+		}
+	}
+	for _, c := range []struct{ ipkName, apkName string }{
+		{"surflare-watchdog_1.0.0-r1_x86_64.ipk", "surflare-watchdog-1.0.0-r1.apk"},
+		{"luci-app-surflare_1.0.0-r1_all.ipk", "luci-app-surflare-1.0.0-r1.apk"},
+	} {
+		ia := readPackage(t, filepath.Join(ipkDir, c.ipkName))
+		aa, err := apk.Read(mustRead(t, filepath.Join(apkDir, c.apkName)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apkFiles := map[string]apk.File{}
+		for _, f := range aa.Files {
+			if !strings.HasPrefix(f.Path, "/lib/apk/packages/") {
+				apkFiles[f.Path] = f
+			}
+		}
+		n := 0
+		for _, m := range ia.DataTar {
+			if m.Type != tar.TypeReg {
+				continue
+			}
+			n++
+			p := strings.TrimPrefix(m.Name, ".")
+			f, ok := apkFiles[p]
+			if !ok || f.Mode != os.FileMode(m.Mode&0o7777) || !bytes.Equal(f.Data, m.Data) {
+				t.Errorf("%s: %s differs in the apk (present %v, mode %v)", c.apkName, p, ok, f.Mode)
+			}
+		}
+		if n != len(apkFiles) {
+			t.Errorf("%s: %d files, the ipk %d", c.apkName, len(apkFiles), n)
+		}
+		var ipkDeps []string
+		v, _ := ia.Control.Get("Depends")
+		for _, d := range ipk.ParseDepends(v) {
+			ipkDeps = append(ipkDeps, d.Alternatives[0])
+		}
+		slices.Sort(ipkDeps)
+		if !slices.Equal(ipkDeps, aa.Depends) {
+			t.Errorf("%s: depends %q, the ipk %q", c.apkName, aa.Depends, ipkDeps)
+		}
+		conf, _ := aa.File("/lib/apk/packages/" + aa.Name + ".conffiles")
+		if got := strings.Fields(string(conf.Data)); !slices.Equal(got, ia.Conffiles) {
+			t.Errorf("%s: conffiles %q, the ipk %q", c.apkName, got, ia.Conffiles)
+		}
+		for ipkScript, apkScript := range map[string]string{"postinst": "post-install", "prerm": "pre-deinstall", "postrm": "post-deinstall"} {
+			m, ok := ia.ControlFile(ipkScript)
+			if s, ok2 := aa.Scripts[apkScript]; ok != ok2 || ok && !bytes.Equal(m.Data, s) {
+				t.Errorf("%s: %s differs from the ipk's %s", c.apkName, apkScript, ipkScript)
+			}
+		}
 	}
 }

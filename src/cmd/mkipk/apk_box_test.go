@@ -148,8 +148,15 @@ func TestApkInTheOpenWrtBox(t *testing.T) {
 	if _, rc := b.sh("/etc/init.d/surflare-watchdog enabled && /etc/init.d/surflare-bootlock enabled"); rc != 0 {
 		t.Error("apk add did not enable both services")
 	}
-	if out, _ := b.sh("ubus list surflare"); strings.TrimSpace(out) != "surflare" {
-		t.Errorf("the daemon's ubus object is not there: %q", out)
+	// The daemon registers its object once it has started up.
+	var obj string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if obj, _ = b.sh("ubus list surflare"); strings.TrimSpace(obj) == "surflare" {
+			break
+		}
+	}
+	if strings.TrimSpace(obj) != "surflare" {
+		t.Errorf("the daemon's ubus object is not there: %q", obj)
 	}
 
 	apk(append([]string{"add"}, build("1.0.0-r2")...)...)

@@ -40,7 +40,7 @@ setup:
 	bash scripts/setup-debian.sh
 
 ## test: every test; root-only tests (namespaces, nftables, the lab) run when root.
-## The packages are built first so the package tests check what `make ipk` really makes.
+## The packages are built first so the package tests check what `make ipk` and `make apk` really make.
 test: ipk apk
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...

@@ -1,8 +1,9 @@
 // Package pkgspec describes an OpenWrt package once, independent of the
 // file format that carries it, so the .ipk (opkg, OpenWrt 24.10) and the
 // .apk (apk-tools 3, OpenWrt 25.12) of the same build ship the same files,
-// dependencies, conffiles and maintainer scripts. The format packages
-// (src/ipk, src/apk) turn a Package into their own layout.
+// dependencies, conffiles and maintainer scripts. IPK and APK map it onto
+// the writers of src/ipk and src/apk the way OpenWrt's own package build
+// (include/package-pack.mk) maps a package definition onto each format.
 package pkgspec
 
 import (

@@ -110,7 +110,7 @@ func buildCore(root, version, arch string, binary []byte) (*pkgspec.Package, err
 	for i := range p.Files {
 		applyRules(&p.Files[i])
 	}
-	for _, must := range []string{configPath, initScript, bootLockInit, hotplugPath} {
+	for _, must := range []string{configPath, initScript, bootLockInit, hotplugPath, dnsmasqHook} {
 		if _, ok := p.File(must); !ok {
 			return nil, fmt.Errorf("files%s is missing from the source tree", must)
 		}

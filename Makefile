@@ -7,7 +7,10 @@
 SHELL   := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO      ?= go
-VERSION ?= $(shell git describe --tags 2>/dev/null || echo 0.1.0-$$(git rev-list --count HEAD 2>/dev/null || echo 0))
+# VERSION is MAJOR.MINOR.PATCH-rN, valid for both opkg and apk (apk refuses
+# 0.1.0-272): the last v-tag (or 0.1.0) and the commit count as the release,
+# so every commit's packages upgrade the previous ones under either manager.
+VERSION ?= $(shell v=$$(git describe --tags --abbrev=0 2>/dev/null | sed 's/^v//'); echo $${v:-0.1.0}-r$$(git rev-list --count HEAD 2>/dev/null || echo 0))
 ARCH    ?= x86_64
 BUILD   := build
 BIN     := $(BUILD)/$(ARCH)/surflare-watchdog
@@ -21,7 +24,7 @@ goarch_mipsel  := mipsle
 goarch_mips    := mips
 GOARCH_FOR     = $(goarch_$(ARCH))
 
-.PHONY: all build setup test test-short fuzz-quick lint demo bench ipk install clean
+.PHONY: all build setup test test-short fuzz-quick lint demo bench ipk apk sizes install clean
 
 all: build
 
@@ -37,8 +40,8 @@ setup:
 	bash scripts/setup-debian.sh
 
 ## test: every test; root-only tests (namespaces, nftables, the lab) run when root.
-## The packages are built first so the package tests check what `make ipk` really makes.
-test: ipk
+## The packages are built first so the package tests check what `make ipk` and `make apk` really make.
+test: ipk apk
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz-quick
@@ -76,12 +79,31 @@ demo:
 bench: ipk
 	$(GO) run ./src/cmd/surflare-bench --out bench/out --bin $(BIN) --ipk '$(BUILD)/ipk/surflare-watchdog_*_$(PKGARCH).ipk' $(if $(QUICK),--quick) $(BENCH_ARGS)
 
-## ipk: OpenWrt packages for ARCH without an SDK (PKGARCH names the opkg architecture,
-## e.g. aarch64_cortex-a53; by default the generic one for ARCH).
-PKGARCH ?= $(ARCH)
+## ipk: OpenWrt packages for ARCH without an SDK (PKGARCH names the opkg/apk architecture,
+## e.g. aarch64_cortex-a53; by default the common one for ARCH, as mkipk's defaultPkgArch).
+pkgarch_x86_64  := x86_64
+pkgarch_aarch64 := aarch64_generic
+pkgarch_arm     := arm_cortex-a7_neon-vfpv4
+pkgarch_mipsel  := mipsel_24kc
+pkgarch_mips    := mips_24kc
+PKGARCH ?= $(or $(pkgarch_$(ARCH)),$(ARCH))
 ipk: build
 	@rm -f $(BUILD)/ipk/surflare-watchdog_*_$(PKGARCH)*.ipk $(BUILD)/ipk/luci-app-surflare_*_all.ipk
 	$(GO) run ./src/cmd/mkipk build --version $(VERSION) --arch $(PKGARCH) --bin $(BIN) --out $(BUILD)/ipk
+
+## apk: the same packages as apk v3 files for OpenWrt 25.12 (apk-tools 3),
+## same ARCH and PKGARCH, in build/apk/PKGARCH/ (apk file names carry no
+## architecture); install with `apk add --allow-untrusted` (unsigned).
+apk: build
+	@rm -f $(BUILD)/apk/$(PKGARCH)/surflare-watchdog-*.apk $(BUILD)/apk/$(PKGARCH)/luci-app-surflare-*.apk
+	$(GO) run ./src/cmd/mkipk build --format apk --version $(VERSION) --arch $(PKGARCH) --bin $(BIN) --out $(BUILD)/apk/$(PKGARCH)
+
+## sizes: binary, ipk and apk for every router architecture, and a table of
+## their sizes (SIZES_ARCHS to choose; default package architectures).
+SIZES_ARCHS ?= x86_64 aarch64 arm mipsel
+sizes:
+	@for a in $(SIZES_ARCHS); do $(MAKE) --no-print-directory ipk apk ARCH=$$a >/dev/null || exit 1; done
+	$(GO) run ./src/cmd/mkipk sizes $(BUILD)
 
 ## install: laptop install (role laptop) with the service file for this init system
 ## (DESTDIR, PREFIX and INIT=systemd|openrc|runit are honoured).

@@ -3,7 +3,8 @@
 # (run as root). Idempotent: packages already present are skipped quickly.
 set -euo pipefail
 
-pkgs=(nftables iproute2 conntrack dnsmasq-base smartdns shellcheck procps psmisc ca-certificates chromium)
+# qemu-user-static runs the aarch64, arm and mipsel builds in the cross-architecture test.
+pkgs=(nftables iproute2 conntrack dnsmasq-base smartdns shellcheck procps psmisc ca-certificates chromium qemu-user-static)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -6,9 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -269,42 +267,4 @@ func tarGz(entries []entry) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// AddTree adds every regular file under dir to the package, installed under
-// target (e.g. dir "luci-app-surflare/htdocs", target "/www"). Modes are
-// normalised to 0755 for anything executable and 0644 otherwise, so the
-// package does not depend on the umask of the machine that built it.
-// Symlinks and special files are refused: opkg would install them verbatim
-// and they are never what we mean to ship.
-func (p *Package) AddTree(dir, target string) error {
-	return filepath.WalkDir(dir, func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("%s: not a regular file (%v)", name, d.Type())
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, name)
-		if err != nil {
-			return err
-		}
-		mode := fs.FileMode(0o644)
-		if info.Mode()&0o111 != 0 {
-			mode = 0o755
-		}
-		p.Files = append(p.Files, File{Path: path.Join(target, filepath.ToSlash(rel)), Mode: mode, Data: data})
-		return nil
-	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"surflare-watchdog/src/ipk"
+	"surflare-watchdog/src/pkgspec"
 )
 
 // Names and paths of what we ship.
@@ -22,6 +23,7 @@ const (
 	initScript   = "/etc/init.d/surflare-watchdog"
 	bootLockInit = "/etc/init.d/surflare-bootlock"
 	hotplugPath  = "/etc/hotplug.d/iface/90-surflare"
+	dnsmasqHook  = "/etc/dnsmasq.d/surflare-smartdns.conf"
 
 	maintainer = "surflare-watchdog project"
 )
@@ -78,58 +80,63 @@ func normalizeVersion(v string) string {
 // buildCore assembles the daemon's package: the static binary, everything
 // under files/etc and files/usr (other helpers add nftables.d includes and
 // the boot lock ruleset there), and the maintainer scripts.
-func buildCore(root, version, arch string, binary []byte) (*ipk.Package, error) {
+func buildCore(root, version, arch string, binary []byte) (*pkgspec.Package, error) {
 	if err := ipk.CheckStaticBinary(binary, arch); err != nil {
 		return nil, fmt.Errorf("binary for %s: %w", arch, err)
 	}
-	p := &ipk.Package{
-		Control: ipk.Control{Fields: []ipk.Field{
-			{Name: "Package", Value: corePackage},
-			{Name: "Version", Value: version},
-			{Name: "Depends", Value: strings.Join(coreDepends, ", ")},
-			{Name: "Source", Value: "openwrt"},
-			{Name: "SourceName", Value: corePackage},
-			{Name: "Section", Value: "net"},
-			{Name: "Architecture", Value: arch},
-			{Name: "Maintainer", Value: maintainer},
-			{Name: "Description", Value: "Watchdog for the Surflare VPN: health checks, exit node rotation and an\n" +
-				"nftables kill switch that stays armed through every failover, with LAN\n" +
-				"transparent proxying, DNS enforcement, bypass and a boot-time lockdown."},
-		}},
-		Files: []ipk.File{{Path: binaryPath, Mode: 0o755, Data: binary}},
+	p := &pkgspec.Package{
+		Name:       corePackage,
+		Version:    version,
+		Arch:       arch,
+		Depends:    coreDepends,
+		Section:    "net",
+		Maintainer: maintainer,
+		Description: "Watchdog for the Surflare VPN: health checks, exit node rotation and an\n" +
+			"nftables kill switch that stays armed through every failover, with LAN\n" +
+			"transparent proxying, DNS enforcement, bypass and a boot-time lockdown.",
+		Files: []pkgspec.File{{Path: binaryPath, Mode: 0o755, Data: binary}},
 	}
 	for _, dir := range []string{"etc", "usr"} {
 		src := filepath.Join(root, "files", dir)
 		if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := p.AddTree(src, "/"+dir); err != nil {
+		files, err := pkgspec.ReadTree(src, "/"+dir)
+		if err != nil {
 			return nil, fmt.Errorf("files/%s: %w", dir, err)
 		}
+		p.Files = append(p.Files, files...)
 	}
 	for i := range p.Files {
 		applyRules(&p.Files[i])
 	}
-	for _, must := range []string{configPath, initScript, bootLockInit, hotplugPath} {
-		if !hasFile(p, must) {
+	for _, must := range []string{configPath, initScript, bootLockInit, hotplugPath, dnsmasqHook} {
+		if _, ok := p.File(must); !ok {
 			return nil, fmt.Errorf("files%s is missing from the source tree", must)
 		}
 	}
-	scripts, err := readScripts(root, map[string]string{"postinst": "surflare-watchdog.postinst", "prerm": "surflare-watchdog.prerm"})
-	if err != nil {
+	var err error
+	if p.PostInstall, err = readScript(root, "surflare-watchdog.postinst"); err != nil {
 		return nil, err
 	}
-	p.Scripts = scripts
+	if p.PreRemove, err = readScript(root, "surflare-watchdog.prerm"); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
-// applyRules sets what OpenWrt's INSTALL_* macros would: UCI configs are
-// private conffiles (0600: the file may hold account names), init and
-// uci-defaults scripts are executable, hotplug scripts are sourced (0644).
-func applyRules(f *ipk.File) {
+// applyRules sets what OpenWrt's INSTALL_* macros and the package's
+// conffiles would: UCI configs are private conffiles (0600: the file may
+// hold account names); the SmartDNS configuration and its dnsmasq hook are
+// conffiles too, since users edit their upstreams and domain lists (an
+// upgrade must not overwrite them); init and uci-defaults scripts are
+// executable, hotplug scripts are sourced (0644).
+func applyRules(f *pkgspec.File) {
 	switch dir := path.Dir(f.Path); {
 	case dir == "/etc/config":
 		f.Mode, f.Conffile = 0o600, true
+	case dir == "/etc/smartdns" && strings.HasSuffix(f.Path, ".conf"), f.Path == dnsmasqHook:
+		f.Conffile = true
 	case dir == "/etc/init.d" || dir == "/etc/uci-defaults":
 		f.Mode = 0o755
 	case strings.HasPrefix(dir, "/etc/hotplug.d/"):
@@ -140,19 +147,15 @@ func applyRules(f *ipk.File) {
 // buildLuci assembles the LuCI app: htdocs/ lands in /www, root/ in /.
 // The views are optional here (another part of the project writes them);
 // the menu and the ACL are not.
-func buildLuci(root, version string) (*ipk.Package, error) {
-	p := &ipk.Package{
-		Control: ipk.Control{Fields: []ipk.Field{
-			{Name: "Package", Value: luciPackage},
-			{Name: "Version", Value: version},
-			{Name: "Depends", Value: strings.Join(luciDepends, ", ")},
-			{Name: "Source", Value: luciPackage},
-			{Name: "SourceName", Value: luciPackage},
-			{Name: "Section", Value: "luci"},
-			{Name: "Architecture", Value: "all"},
-			{Name: "Maintainer", Value: maintainer},
-			{Name: "Description", Value: "LuCI support for the Surflare VPN watchdog: live status, settings, nodes and log."},
-		}},
+func buildLuci(root, version string) (*pkgspec.Package, error) {
+	p := &pkgspec.Package{
+		Name:        luciPackage,
+		Version:     version,
+		Arch:        pkgspec.AllArch,
+		Depends:     luciDepends,
+		Section:     "luci",
+		Maintainer:  maintainer,
+		Description: "LuCI support for the Surflare VPN watchdog: live status, settings, nodes and log.",
 	}
 	app := filepath.Join(root, luciPackage)
 	for _, tree := range []struct{ src, dst string }{{"htdocs", "/www"}, {"root", "/"}} {
@@ -160,20 +163,23 @@ func buildLuci(root, version string) (*ipk.Package, error) {
 		if _, err := os.Stat(src); errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := p.AddTree(src, tree.dst); err != nil {
+		files, err := pkgspec.ReadTree(src, tree.dst)
+		if err != nil {
 			return nil, fmt.Errorf("%s/%s: %w", luciPackage, tree.src, err)
 		}
+		p.Files = append(p.Files, files...)
 	}
 	for _, must := range []string{luciMenu, luciACL, luciUcitrack} {
-		if !hasFile(p, must) {
+		if _, ok := p.File(must); !ok {
 			return nil, fmt.Errorf("%s/root%s is missing", luciPackage, must)
 		}
 	}
-	scripts, err := readScripts(root, map[string]string{"postinst": "luci-app-surflare.postinst", "postrm": "luci-app-surflare.postinst"})
+	// One script for both: drop LuCI's caches and reload rpcd's ACLs.
+	script, err := readScript(root, "luci-app-surflare.postinst")
 	if err != nil {
 		return nil, err
 	}
-	p.Scripts = scripts
+	p.PostInstall, p.PostRemove = script, script
 	return p, nil
 }
 
@@ -183,24 +189,11 @@ const (
 	luciUcitrack = "/usr/share/ucitrack/luci-app-surflare.json"
 )
 
-// readScripts loads maintainer scripts from openwrt/ipk/.
-func readScripts(root string, names map[string]string) (map[string][]byte, error) {
-	out := map[string][]byte{}
-	for script, file := range names {
-		b, err := os.ReadFile(filepath.Join(root, "openwrt", "ipk", file))
-		if err != nil {
-			return nil, fmt.Errorf("maintainer script %s: %w", script, err)
-		}
-		out[script] = b
+// readScript loads a maintainer script from openwrt/ipk/.
+func readScript(root, file string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(root, "openwrt", "ipk", file))
+	if err != nil {
+		return nil, fmt.Errorf("maintainer script: %w", err)
 	}
-	return out, nil
-}
-
-func hasFile(p *ipk.Package, target string) bool {
-	for _, f := range p.Files {
-		if f.Path == target {
-			return true
-		}
-	}
-	return false
+	return b, nil
 }

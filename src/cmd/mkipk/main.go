@@ -1,10 +1,15 @@
 // Command mkipk builds the OpenWrt packages surflare-watchdog and
-// luci-app-surflare without the OpenWrt SDK (what `make ipk` runs), and
-// checks .ipk files against the layout opkg accepts and what our packages
-// must contain.
+// luci-app-surflare without the OpenWrt SDK (what `make ipk` and `make apk`
+// run), as .ipk for opkg (OpenWrt 24.10 and earlier) or .apk for apk-tools
+// 3 (OpenWrt 25.12), from one description of each package; it checks
+// package files against the layout their package manager accepts and what
+// our packages must contain, and reports the sizes of every architecture
+// built.
 //
 //	mkipk build --version V --arch x86_64 --bin build/x86_64/surflare-watchdog --out build/ipk
-//	mkipk check build/ipk/*.ipk
+//	mkipk build --format apk --version V --arch x86_64 --bin ... --out build/apk/x86_64
+//	mkipk check build/ipk/*.ipk build/apk/*/*.apk
+//	mkipk sizes build
 package main
 
 import (
@@ -14,8 +19,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"surflare-watchdog/src/apk"
 	"surflare-watchdog/src/ipk"
+	"surflare-watchdog/src/pkgspec"
 )
 
 const (
@@ -38,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBuild(args[1:], stdout, stderr)
 	case "check":
 		return cmdCheck(args[1:], stdout, stderr)
+	case "sizes":
+		return cmdSizes(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -51,8 +61,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage: mkipk COMMAND [FLAGS]
 
 Commands:
-  build   build surflare-watchdog_<ver>_<arch>.ipk and luci-app-surflare_<ver>_all.ipk
-  check   check .ipk files against opkg's layout and our packages' contents
+  build   build surflare-watchdog and luci-app-surflare as .ipk (default) or .apk
+  check   check .ipk and .apk files against their format and our packages' contents
+  sizes   list binary and package sizes of every architecture under a build directory
 
 Run 'mkipk COMMAND --help' for a command's flags.
 `)
@@ -62,7 +73,8 @@ func cmdBuild(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("mkipk build", flag.ContinueOnError)
 	fl.SetOutput(stderr)
 	root := fl.String("root", ".", "repository root (holds files/, openwrt/ipk/, luci-app-surflare/)")
-	version := fl.String("version", "", "package version, e.g. 1.0.0-r1 (a leading v is dropped)")
+	version := fl.String("version", "", "package version, e.g. 0.1.0-r272, valid for opkg and apk (a leading v is dropped)")
+	format := fl.String("format", "ipk", "package format: ipk (opkg, OpenWrt 24.10) or apk (apk-tools 3, OpenWrt 25.12)")
 	arch := fl.String("arch", "x86_64", "opkg architecture, or a family (x86_64 aarch64 arm mipsel mips i386) for its common default")
 	bin := fl.String("bin", "", "the static surflare-watchdog binary for that architecture")
 	out := fl.String("out", "build/ipk", "output directory")
@@ -73,14 +85,18 @@ func cmdBuild(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if *version == "" || *bin == "" || fl.NArg() > 0 {
-		fmt.Fprintln(stderr, "mkipk build: --version and --bin are required, no arguments")
+	if *version == "" || *bin == "" || fl.NArg() > 0 || (*format != "ipk" && *format != "apk") {
+		fmt.Fprintln(stderr, "mkipk build: --version and --bin are required, --format is ipk or apk, no arguments")
 		fl.Usage()
 		return exitUsage
 	}
 	v, a := normalizeVersion(*version), pkgArch(*arch)
+	if err := pkgspec.CheckVersion(v); err != nil {
+		fmt.Fprintf(stderr, "mkipk build: %v\n", err)
+		return exitFailure
+	}
 	if a != *arch {
-		fmt.Fprintf(stdout, "arch: %s packaged as %s (pass --arch with the router's `opkg print-architecture` name for another variant)\n", *arch, a)
+		fmt.Fprintf(stdout, "arch: %s packaged as %s (pass --arch with the router's name for another variant: `opkg print-architecture` on 24.10, /etc/apk/arch on 25.12)\n", *arch, a)
 	}
 	binary, err := os.ReadFile(*bin)
 	if err != nil {
@@ -94,7 +110,7 @@ func cmdBuild(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mkipk build: %s: %v\n", corePackage, err)
 		return exitFailure
 	}
-	pkgs := []*ipk.Package{core}
+	pkgs := []*pkgspec.Package{core}
 	if *luci {
 		lp, err := buildLuci(*root, v)
 		if err != nil {
@@ -108,46 +124,77 @@ func cmdBuild(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	for _, p := range pkgs {
-		name := filepath.Join(*out, p.FileName())
-		size, err := writePackage(p, name)
+		name, size, err := writePackage(p, *format, *out)
 		if err != nil {
-			fmt.Fprintf(stderr, "mkipk build: %v\n", err)
+			fmt.Fprintf(stderr, "mkipk build: %s: %v\n", p.Name, err)
 			return exitFailure
 		}
-		fmt.Fprintf(stdout, "ipk     %-52s %9d bytes (%s), installed %s\n", name, size, human(size), human(p.InstalledSize()))
+		fmt.Fprintf(stdout, "%-7s %-52s %9d bytes (%s), installed %s\n", *format, name, size, human(size), human(p.InstalledSize()))
 	}
 	return exitOK
 }
 
-// writePackage builds p, proves the bytes read back clean (the same checks
-// `mkipk check` makes), and only then puts the file in place atomically.
-func writePackage(p *ipk.Package, name string) (int64, error) {
-	b, err := p.Build()
-	if err != nil {
-		return 0, err
+// writePackage builds p in the format asked for, proves the bytes read
+// back clean (the same checks `mkipk check` makes), and only then puts the
+// file in place atomically.
+func writePackage(p *pkgspec.Package, format, dir string) (string, int64, error) {
+	var (
+		name     string
+		b        []byte
+		problems []error
+	)
+	switch format {
+	case "apk":
+		ap, err := p.APK()
+		if err != nil {
+			return "", 0, err
+		}
+		if b, err = ap.Build(); err != nil {
+			return "", 0, err
+		}
+		name = filepath.Join(dir, ap.FileName())
+		a, err := apk.Read(b)
+		if err != nil {
+			return "", 0, fmt.Errorf("%s does not read back: %w", name, err)
+		}
+		problems = checkAPK(a)
+	default:
+		ip, err := p.IPK()
+		if err != nil {
+			return "", 0, err
+		}
+		if b, err = ip.Build(); err != nil {
+			return "", 0, err
+		}
+		name = filepath.Join(dir, ip.FileName())
+		a, err := ipk.Read(b)
+		if err != nil {
+			return "", 0, fmt.Errorf("%s does not read back: %w", name, err)
+		}
+		problems = checkArchive(a)
 	}
-	a, err := ipk.Read(b)
-	if err != nil {
-		return 0, fmt.Errorf("%s does not read back: %w", name, err)
+	if len(problems) > 0 {
+		return "", 0, fmt.Errorf("%s fails its checks: %w", name, errors.Join(problems...))
 	}
-	if problems := checkArchive(a); len(problems) > 0 {
-		return 0, fmt.Errorf("%s fails its checks: %w", name, errors.Join(problems...))
-	}
+	return name, int64(len(b)), writeAtomic(name, b)
+}
+
+func writeAtomic(name string, b []byte) error {
 	tmp := name + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return 0, err
+		return err
 	}
 	if err := os.Rename(tmp, name); err != nil {
 		os.Remove(tmp)
-		return 0, err
+		return err
 	}
-	return int64(len(b)), nil
+	return nil
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	fl := flag.NewFlagSet("mkipk check", flag.ContinueOnError)
 	fl.SetOutput(stderr)
-	fl.Usage = func() { fmt.Fprintln(stderr, "Usage: mkipk check FILE.ipk...") }
+	fl.Usage = func() { fmt.Fprintln(stderr, "Usage: mkipk check FILE.ipk|FILE.apk...") }
 	if err := fl.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -177,6 +224,13 @@ func checkFile(name string) []error {
 	b, err := os.ReadFile(name)
 	if err != nil {
 		return []error{err}
+	}
+	if strings.HasSuffix(name, ".apk") {
+		a, err := apk.Read(b)
+		if err != nil {
+			return []error{err}
+		}
+		return checkAPK(a)
 	}
 	a, err := ipk.Read(b)
 	if err != nil {

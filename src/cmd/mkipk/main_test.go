@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"surflare-watchdog/src/apk"
 	"surflare-watchdog/src/ipk"
 )
 
@@ -255,12 +257,12 @@ func TestRealDaemonPackages(t *testing.T) {
 	root := repoRoot(t)
 	bin := goBuild(t, root, "./src/cmd/surflare-watchdog", "amd64")
 	out := t.TempDir()
-	rc, stdout, stderr := runMkipk(t, "build", "--root", root, "--version", "0.0.0-test", "--bin", bin, "--out", out)
+	rc, stdout, stderr := runMkipk(t, "build", "--root", root, "--version", "0.0.0-r0", "--bin", bin, "--out", out)
 	if rc != exitOK {
 		t.Fatalf("rc %d\n%s%s", rc, stdout, stderr)
 	}
 	t.Logf("\n%s", stdout)
-	rc, stdout, _ = runMkipk(t, "check", filepath.Join(out, "surflare-watchdog_0.0.0-test_x86_64.ipk"), filepath.Join(out, "luci-app-surflare_0.0.0-test_all.ipk"))
+	rc, stdout, _ = runMkipk(t, "check", filepath.Join(out, "surflare-watchdog_0.0.0-r0_x86_64.ipk"), filepath.Join(out, "luci-app-surflare_0.0.0-r0_all.ipk"))
 	if rc != exitOK {
 		t.Errorf("check:\n%s", stdout)
 	}
@@ -288,5 +290,98 @@ func TestMakeIpkArtifacts(t *testing.T) {
 	}
 	if core == 0 || luci == 0 {
 		t.Errorf("build/ipk has %d surflare-watchdog and %d luci-app-surflare packages, want both", core, luci)
+	}
+}
+
+// TestMakeApkArtifacts checks what `make apk` left in build/apk, when it
+// has been run (CI runs it before the tests; locally it is skipped
+// otherwise).
+func TestMakeApkArtifacts(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "build", "apk", "*", "*.apk"))
+	if len(files) == 0 {
+		t.Skip("no build/apk/*/*.apk: run `make apk` first")
+	}
+	var core, luci int
+	for _, name := range files {
+		problems := checkFile(name)
+		if len(problems) > 0 {
+			t.Errorf("%s: %v", name, problems)
+		}
+		switch base := filepath.Base(name); {
+		case strings.HasPrefix(base, corePackage+"-"):
+			core++
+			if arch := filepath.Base(filepath.Dir(name)); !strings.HasPrefix(arch, "x86_64") && !strings.Contains(arch, "_") {
+				t.Errorf("%s: directory %s is not a package architecture", name, arch)
+			}
+		case strings.HasPrefix(base, luciPackage+"-"):
+			luci++
+		}
+	}
+	if core == 0 || luci == 0 {
+		t.Errorf("build/apk has %d surflare-watchdog and %d luci-app-surflare packages, want both", core, luci)
+	}
+}
+
+// The .ipk and the .apk of one build carry the same thing: files with
+// their modes and bytes, dependencies, conffiles and scripts; only the
+// bookkeeping differs (apk's lib/apk/packages/ files, noarch for all).
+func TestIpkAndApkCarryTheSame(t *testing.T) {
+	root := repoRoot(t)
+	bin := tinyBinary(t, "amd64")
+	ipkDir, apkDir := t.TempDir(), t.TempDir()
+	for format, out := range map[string]string{"ipk": ipkDir, "apk": apkDir} {
+		if rc, stdout, stderr := runMkipk(t, "build", "--format", format, "--root", root, "--version", "1.0.0-r1", "--bin", bin, "--out", out); rc != exitOK {
+			t.Fatalf("%s: rc %d\n%s%s", format, rc, stdout, stderr)
+		}
+	}
+	for _, c := range []struct{ ipkName, apkName string }{
+		{"surflare-watchdog_1.0.0-r1_x86_64.ipk", "surflare-watchdog-1.0.0-r1.apk"},
+		{"luci-app-surflare_1.0.0-r1_all.ipk", "luci-app-surflare-1.0.0-r1.apk"},
+	} {
+		ia := readPackage(t, filepath.Join(ipkDir, c.ipkName))
+		aa, err := apk.Read(mustRead(t, filepath.Join(apkDir, c.apkName)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		apkFiles := map[string]apk.File{}
+		for _, f := range aa.Files {
+			if !strings.HasPrefix(f.Path, "/lib/apk/packages/") {
+				apkFiles[f.Path] = f
+			}
+		}
+		n := 0
+		for _, m := range ia.DataTar {
+			if m.Type != tar.TypeReg {
+				continue
+			}
+			n++
+			p := strings.TrimPrefix(m.Name, ".")
+			f, ok := apkFiles[p]
+			if !ok || f.Mode != os.FileMode(m.Mode&0o7777) || !bytes.Equal(f.Data, m.Data) {
+				t.Errorf("%s: %s differs in the apk (present %v, mode %v)", c.apkName, p, ok, f.Mode)
+			}
+		}
+		if n != len(apkFiles) {
+			t.Errorf("%s: %d files, the ipk %d", c.apkName, len(apkFiles), n)
+		}
+		var ipkDeps []string
+		v, _ := ia.Control.Get("Depends")
+		for _, d := range ipk.ParseDepends(v) {
+			ipkDeps = append(ipkDeps, d.Alternatives[0])
+		}
+		slices.Sort(ipkDeps)
+		if !slices.Equal(ipkDeps, aa.Depends) {
+			t.Errorf("%s: depends %q, the ipk %q", c.apkName, aa.Depends, ipkDeps)
+		}
+		conf, _ := aa.File("/lib/apk/packages/" + aa.Name + ".conffiles")
+		if got := strings.Fields(string(conf.Data)); !slices.Equal(got, ia.Conffiles) {
+			t.Errorf("%s: conffiles %q, the ipk %q", c.apkName, got, ia.Conffiles)
+		}
+		for ipkScript, apkScript := range map[string]string{"postinst": "post-install", "prerm": "pre-deinstall", "postrm": "post-deinstall"} {
+			m, ok := ia.ControlFile(ipkScript)
+			if s, ok2 := aa.Scripts[apkScript]; ok != ok2 || ok && !bytes.Equal(m.Data, s) {
+				t.Errorf("%s: %s differs from the ipk's %s", c.apkName, apkScript, ipkScript)
+			}
+		}
 	}
 }

@@ -128,8 +128,9 @@ func (r *run) importCmd(argv []string) int {
 			into = p
 		}
 	}
-	// uci_import starts a parse context of its own on the input: a batch
-	// that goes on afterwards starts counting lines again.
+	// uci_import starts a parse context of its own on the input and
+	// frees it only when it succeeds: a batch that goes on afterwards
+	// counts lines from there, or again from 1.
 	l := r.input().restart()
 	r.in, r.opened = l, -1
 	if name != "" && !isPackage(name) {
@@ -148,7 +149,9 @@ func (r *run) importCmd(argv []string) int {
 	if err == ErrDuplicate && r.perrorOn {
 		r.perrorTo("", err)
 	}
-	if err == nil {
+	if err != nil {
+		r.opened = r.store.opened
+	} else {
 		err = r.storeImport(p, into)
 	}
 	if err != nil {

@@ -25,6 +25,7 @@ const surflareListing = `'surflare' @ID
 	"log":{"lines":"Integer"}
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
+	"token_write":{}
 	"set_credentials":{"username":"String","password":"String"}
 `
 

@@ -4,7 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // OpenWrtDir returns ../shared/owrt beside the repository root (the
@@ -47,6 +50,17 @@ func OpenWrtRoot(t testing.TB) string {
 	root := filepath.Join(tmp, "root")
 	if _, err := os.Stat(filepath.Join(root, "sbin", "uci")); err != nil {
 		t.Fatalf("unpacked OpenWrt root has no /sbin/uci: %v", err)
+	}
+	// The archive's /dev is empty (the box mounts its own); ubusd reads
+	// /dev/urandom at start, and shell tools want /dev/null.
+	for _, d := range []struct {
+		name         string
+		major, minor uint32
+	}{{"null", 1, 3}, {"zero", 1, 5}, {"random", 1, 8}, {"urandom", 1, 9}} {
+		path := filepath.Join(root, "dev", d.name)
+		if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil && !os.IsExist(err) {
+			t.Fatalf("making %s in the OpenWrt root: %v", path, err)
+		}
 	}
 	return root
 }

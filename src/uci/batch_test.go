@@ -3,6 +3,7 @@ package uci
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,26 +25,54 @@ type batchCase struct {
 	want  string // transcript (see runCase); "" for generated cases
 }
 
-// uciRunner runs a uci binary: ours (root == "") or the real one through
-// chroot into root.
-type uciRunner struct{ root string }
+// uciRunner runs a uci: ours (the zero value), a real binary on this host
+// (bin), or the real one inside an OpenWrt root through chroot (root).
+type uciRunner struct{ bin, root string }
+
+// tempDir makes a directory for one run and returns it as this host sees
+// it and as the uci under test sees it (inside root).
+func (u uciRunner) tempDir(t *testing.T) (host, seen string) {
+	t.Helper()
+	if u.root == "" {
+		d := t.TempDir()
+		return d, d
+	}
+	d, err := os.MkdirTemp(filepath.Join(u.root, "tmp"), "surfuci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d, "/tmp/" + filepath.Base(d)
+}
+
+// runReal runs the real uci as `uci args...` and returns its exit status.
+func (u uciRunner) runReal(t *testing.T, args []string, stdin string, stdout, stderr io.Writer) int {
+	t.Helper()
+	var cmd *exec.Cmd
+	if u.root != "" {
+		cmd = exec.Command("chroot", append([]string{u.root, "uci"}, args...)...)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	} else {
+		cmd = exec.Command(u.bin, args...)
+		cmd.Args[0] = "uci"
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), stdout, stderr
+	if err := cmd.Run(); err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("running the real uci: %v", err)
+		}
+		return ee.ExitCode()
+	}
+	return 0
+}
 
 // runCase runs c and returns everything a user could observe: stdout,
 // stderr, exit status, and each file left in the config and save dirs
 // with its mode.
 func (u uciRunner) runCase(t *testing.T, c batchCase) string {
 	t.Helper()
-	host, seen := t.TempDir(), ""
-	if u.root != "" {
-		var err error
-		if host, err = os.MkdirTemp(filepath.Join(u.root, "tmp"), "surfuci"); err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(host)
-		seen = "/tmp/" + filepath.Base(host)
-	} else {
-		seen = host
-	}
+	host, seen := u.tempDir(t)
 	mustMkdir(t, filepath.Join(host, "c"))
 	for n, data := range c.conf {
 		mustWrite(t, filepath.Join(host, "c", n), data, 0o644)
@@ -61,20 +90,11 @@ func (u uciRunner) runCase(t *testing.T, c batchCase) string {
 	}
 	var o, e bytes.Buffer
 	code := 0
-	if u.root == "" {
+	if u.bin == "" && u.root == "" {
 		cli := &CLI{SaveDir: filepath.Join(host, "default-save"), Conf2Dir: filepath.Join(host, "conf2"), Stdin: strings.NewReader(c.stdin)}
 		code = cli.Run(args, &o, &e)
 	} else {
-		cmd := exec.Command("chroot", append([]string{u.root, "uci"}, args...)...)
-		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(c.stdin), &o, &e
-		if err := cmd.Run(); err != nil {
-			ee, ok := err.(*exec.ExitError)
-			if !ok {
-				t.Fatalf("running the real uci: %v", err)
-			}
-			code = ee.ExitCode()
-		}
+		code = u.runReal(t, args, c.stdin, &o, &e)
 	}
 	var tr strings.Builder
 	fmt.Fprintf(&tr, "stdout:\n%sstderr:\n%sexit %d\n", o.String(), strings.ReplaceAll(e.String(), seen, "DIR"), code)

@@ -112,3 +112,19 @@ func TestTokenScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantIsTheUbusReply: what the ubus token methods answer, and that
+// the token in it has the scope it says.
+func TestGrantIsTheUbusReply(t *testing.T) {
+	ts := api.NewTokens(newClock().Now)
+	for _, c := range []struct {
+		scope api.Scope
+		want  string
+	}{{api.ScopeRead, "read"}, {api.ScopeWrite, "write"}, {api.ScopeNone, "read"}} {
+		g := ts.Grant(c.scope, time.Hour)
+		tok, _ := g["token"].(string)
+		if g["scope"] != c.want || g["expires_in"] != 3600 || ts.Lookup(tok).String() != c.want {
+			t.Errorf("Grant(%v): %v, token scope %v; want scope %s, 3600 s", c.scope, g, ts.Lookup(tok), c.want)
+		}
+	}
+}

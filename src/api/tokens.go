@@ -131,6 +131,18 @@ func (t *Tokens) MintScoped(scope Scope, ttl time.Duration) string {
 	return tok
 }
 
+// Grant mints a token of the scope and returns the reply of the ubus
+// methods that hand tokens out (token: read, token_write: write), so the
+// daemon's handlers stay one line each:
+// {"token": "...", "expires_in": seconds, "scope": "read"|"write"}.
+func (t *Tokens) Grant(scope Scope, ttl time.Duration) map[string]any {
+	if scope != ScopeWrite {
+		scope = ScopeRead
+	}
+	ttl = min(max(ttl, minTokenTTL), maxTokenTTL)
+	return map[string]any{"token": t.MintScoped(scope, ttl), "expires_in": int(ttl / time.Second), "scope": scope.String()}
+}
+
 // AddStatic accepts tok with write scope until the process ends (the
 // token file's bearer token, readable by root only). It refuses tokens too
 // short to be secret or unusable in an Authorization header or websocket

@@ -3,6 +3,7 @@ package ubus
 import (
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 )
 
@@ -51,10 +52,10 @@ func rawInvoke(seq uint16, objID uint32, method []byte, data []byte) []byte {
 // forwards DATA as it got it): each gets the status libubus would give,
 // none goes unanswered, and no handler runs.
 func TestMalformedCallsGetAStatus(t *testing.T) {
-	ran := false
-	c, w := serveTestObject(t,
+	var ran atomic.Bool
+	_, w := serveTestObject(t,
 		Method{Name: "rotate", Policy: map[string]BlobmsgType{"node": TypeString}, Handler: func(context.Context, *Request) (Fields, error) {
-			ran = true
+			ran.Store(true)
 			return nil, nil
 		}})
 	str := func(s string) []byte { return append([]byte(s), 0) }
@@ -89,12 +90,11 @@ func TestMalformedCallsGetAStatus(t *testing.T) {
 			t.Errorf("%s: got %s status %v seq %d peer %08x, want STATUS %v for seq %d", tc.name, r.Type, Status(st), r.Seq, r.Peer, tc.want, seq)
 		}
 	}
-	if ran {
+	if ran.Load() {
 		t.Error("a handler ran on a malformed call")
 	}
 	// The connection survives them all.
-	if _, st, ok := w.invoke(400, testObjID, "rotate", Fields{{"node", String("Chicago")}}, true); !ok || st != StatusOK || !ran {
-		t.Errorf("a good call after the malformed ones: status %v (replied %v, handler ran %v)", st, ok, ran)
+	if _, st, ok := w.invoke(400, testObjID, "rotate", Fields{{"node", String("Chicago")}}, true); !ok || st != StatusOK || !ran.Load() {
+		t.Errorf("a good call after the malformed ones: status %v (replied %v, handler ran %v)", st, ok, ran.Load())
 	}
-	_ = c
 }

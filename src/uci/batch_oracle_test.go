@@ -66,8 +66,9 @@ func genBatchCase(rng *rand.Rand) batchCase {
 	} else {
 		c.stdin = in
 	}
-	if rng.Intn(6) == 0 {
-		c.args = append([]string{[]string{"-q", "-S", "-X", "-d,"}[rng.Intn(4)]}, c.args...)
+	if rng.Intn(5) == 0 {
+		flags := [][]string{{"-q"}, {"-S"}, {"-X"}, {"-d,"}, {"-n"}, {"-P", "DIR/s"}, {"-p", "DIR/s"}, {"-C", "DIR/c"}}
+		c.args = append(flags[rng.Intn(len(flags))], c.args...)
 	}
 	return c
 }

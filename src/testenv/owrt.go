@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,15 +53,33 @@ func OpenWrtRoot(t testing.TB) string {
 		t.Fatalf("unpacked OpenWrt root has no /sbin/uci: %v", err)
 	}
 	// The archive's /dev is empty (the box mounts its own); ubusd reads
-	// /dev/urandom at start, and shell tools want /dev/null.
+	// its object ids from /dev/urandom, and shell tools want /dev/null.
+	// Where device nodes cannot be made (no CAP_MKNOD), plain files stand
+	// in: reading a megabyte of random bytes serves a test's few ids.
 	for _, d := range []struct {
 		name         string
 		major, minor uint32
-	}{{"null", 1, 3}, {"zero", 1, 5}, {"random", 1, 8}, {"urandom", 1, 9}} {
+		fill         func([]byte)
+	}{{"null", 1, 3, nil}, {"zero", 1, 5, func([]byte) {}}, {"random", 1, 8, randFill}, {"urandom", 1, 9, randFill}} {
 		path := filepath.Join(root, "dev", d.name)
-		if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor))); err != nil && !os.IsExist(err) {
-			t.Fatalf("making %s in the OpenWrt root: %v", path, err)
+		err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(unix.Mkdev(d.major, d.minor)))
+		if err == nil || os.IsExist(err) {
+			continue
+		}
+		var data []byte
+		if d.fill != nil {
+			data = make([]byte, 1<<20)
+			d.fill(data)
+		}
+		if werr := os.WriteFile(path, data, 0o666); werr != nil {
+			t.Fatalf("making %s in the OpenWrt root: %v (and as a file: %v)", path, err, werr)
 		}
 	}
 	return root
+}
+
+func randFill(b []byte) {
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
 }

@@ -38,13 +38,15 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// fixture is a server around the fake backend with one valid token.
+// fixture is a server around the fake backend with a valid write token
+// (an operator's) and a valid read token (a read-only LuCI user's).
 type fixture struct {
-	srv    *api.Server
-	fake   *apifake.Backend
-	tokens *api.Tokens
-	token  string
-	clock  *fakeClock
+	srv       *api.Server
+	fake      *apifake.Backend
+	tokens    *api.Tokens
+	token     string
+	readToken string
+	clock     *fakeClock
 }
 
 // plantedSecret stands for the vendor password: the fake puts it in its
@@ -71,7 +73,8 @@ func newFixture(t *testing.T, mod func(*api.Options)) *fixture {
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}
-	return &fixture{srv: srv, fake: fake, tokens: tokens, token: tokens.Mint(time.Hour), clock: clock}
+	return &fixture{srv: srv, fake: fake, tokens: tokens, clock: clock,
+		token: tokens.MintScoped(api.ScopeWrite, time.Hour), readToken: tokens.Mint(time.Hour)}
 }
 
 // run starts the hub and an HTTP test server; both end with the test.

@@ -96,7 +96,9 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 
 // authenticate admits a request with a valid token in the Authorization
 // header (or, for the websocket, in the offered subprotocols). Addresses
-// that failed too often get 429 before their token is even looked at.
+// that failed too often get 429 before their token is even looked at. A
+// read-only token gets 403 for every method but GET and HEAD, here and
+// not per route, so a command added later cannot forget the check.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := clientKey(r.RemoteAddr)
@@ -106,7 +108,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, http.StatusTooManyRequests, "too many failed authentication attempts; wait and retry")
 			return
 		}
-		if !s.opts.Tokens.Valid(requestToken(r)) {
+		scope := s.opts.Tokens.Lookup(requestToken(r))
+		if scope == ScopeNone {
 			s.limiter.fail(key)
 			s.authFailures.Add(1)
 			s.log.Info("Web API: authentication failed", "remote", key.String(), "path", r.URL.Path)
@@ -114,9 +117,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, http.StatusUnauthorized, "a valid token is needed (Authorization: Bearer …)")
 			return
 		}
+		if !scope.Allows(r.Method) {
+			s.log.Info("Web API: read-only token refused for an action", "remote", key.String(), "method", r.Method, "path", r.URL.Path)
+			s.writeError(w, http.StatusForbidden, readOnlyRefusal)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// readOnlyRefusal is the 403 answer to an action with a read-only token.
+const readOnlyRefusal = "this token may only watch: actions need a write token " +
+	"(ubus call surflare token_write, which only LuCI's write access to Surflare grants)"
 
 // requestToken finds the credential: the Authorization header, else a
 // websocket subprotocol TokenProtocolPrefix+token. Query parameters are

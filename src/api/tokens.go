@@ -30,11 +30,53 @@ const (
 	minStaticToken = 16
 )
 
+// Scope is what a token lets its holder do. LuCI users may have read
+// access only (rpcd's read ACL): they may watch, never act. A token minted
+// for them must carry that limit to the API, or the API would be a way
+// around the ACL.
+type Scope uint8
+
+// Token scopes, from least to most.
+const (
+	// ScopeNone is no valid token at all.
+	ScopeNone Scope = iota
+	// ScopeRead opens the read endpoints (GET, HEAD) and the websocket.
+	ScopeRead
+	// ScopeWrite opens every endpoint, the commands included.
+	ScopeWrite
+)
+
+// String names the scope as the ubus token replies do ("read", "write").
+func (s Scope) String() string {
+	switch s {
+	case ScopeRead:
+		return "read"
+	case ScopeWrite:
+		return "write"
+	}
+	return "none"
+}
+
+// Allows reports whether a request with this method may pass. Only GET and
+// HEAD change nothing; every other method, on any route present or future,
+// needs a write token.
+func (s Scope) Allows(method string) bool {
+	switch s {
+	case ScopeWrite:
+		return true
+	case ScopeRead:
+		return method == "GET" || method == "HEAD"
+	}
+	return false
+}
+
 // Tokens holds the credentials the API accepts: short-lived tokens minted
-// for LuCI (through the ubus `token` method, which rpcd's ACL guards) and
+// for LuCI through ubus (read ones by `token`, which the read ACL grants;
+// write ones by `token_write`, which only the write ACL grants) and
 // long-lived bearer tokens read from a 0600 file where there is no
-// OpenWrt. Only SHA-256 digests are kept, and every check compares against
-// all of them in constant time, so timing reveals nothing about a token.
+// OpenWrt (write: whoever can read that file is root). Only SHA-256
+// digests are kept, and every check compares against all of them in
+// constant time, so timing reveals nothing about a token.
 type Tokens struct {
 	now func() time.Time
 
@@ -46,6 +88,7 @@ type Tokens struct {
 type mintedToken struct {
 	digest  [sha256.Size]byte
 	expires time.Time
+	scope   Scope
 }
 
 // NewTokens returns an empty token store using now as its clock (nil =
@@ -57,10 +100,18 @@ func NewTokens(now func() time.Time) *Tokens {
 	return &Tokens{now: now}
 }
 
-// Mint returns a new random token valid for ttl (clamped to 1 s … 24 h).
-// Tokens are 26 characters of base32 (130 bits), safe in a header, a URL
-// fragment and a websocket subprotocol.
-func (t *Tokens) Mint(ttl time.Duration) string {
+// Mint returns a new read-only token valid for ttl: the live view's, for
+// whoever may see the status. See MintScoped.
+func (t *Tokens) Mint(ttl time.Duration) string { return t.MintScoped(ScopeRead, ttl) }
+
+// MintScoped returns a new random token of the given scope (ScopeRead or
+// ScopeWrite; anything else is read) valid for ttl (clamped to 1 s …
+// 24 h). Tokens are 26 characters of base32 (130 bits), safe in a header,
+// a URL fragment and a websocket subprotocol.
+func (t *Tokens) MintScoped(scope Scope, ttl time.Duration) string {
+	if scope != ScopeWrite {
+		scope = ScopeRead
+	}
 	ttl = min(max(ttl, minTokenTTL), maxTokenTTL)
 	tok := rand.Text()
 	t.mu.Lock()
@@ -76,13 +127,26 @@ func (t *Tokens) Mint(ttl time.Duration) string {
 		}
 		t.minted = append(t.minted[:soonest], t.minted[soonest+1:]...)
 	}
-	t.minted = append(t.minted, mintedToken{digest: sha256.Sum256([]byte(tok)), expires: now.Add(ttl)})
+	t.minted = append(t.minted, mintedToken{digest: sha256.Sum256([]byte(tok)), expires: now.Add(ttl), scope: scope})
 	return tok
 }
 
-// AddStatic accepts tok until the process ends (the token file's bearer
-// token). It refuses tokens too short to be secret or unusable in an
-// Authorization header or websocket subprotocol.
+// Grant mints a token of the scope and returns the reply of the ubus
+// methods that hand tokens out (token: read, token_write: write), so the
+// daemon's handlers stay one line each:
+// {"token": "...", "expires_in": seconds, "scope": "read"|"write"}.
+func (t *Tokens) Grant(scope Scope, ttl time.Duration) map[string]any {
+	if scope != ScopeWrite {
+		scope = ScopeRead
+	}
+	ttl = min(max(ttl, minTokenTTL), maxTokenTTL)
+	return map[string]any{"token": t.MintScoped(scope, ttl), "expires_in": int(ttl / time.Second), "scope": scope.String()}
+}
+
+// AddStatic accepts tok with write scope until the process ends (the
+// token file's bearer token, readable by root only). It refuses tokens too
+// short to be secret or unusable in an Authorization header or websocket
+// subprotocol.
 func (t *Tokens) AddStatic(tok string) error {
 	if err := checkTokenSyntax(tok); err != nil {
 		return err
@@ -93,25 +157,32 @@ func (t *Tokens) AddStatic(tok string) error {
 	return nil
 }
 
-// Valid reports whether tok is a live minted token or a static one.
-func (t *Tokens) Valid(tok string) bool {
+// Lookup returns tok's scope: ScopeNone when it is neither a live minted
+// token nor a static one.
+func (t *Tokens) Lookup(tok string) Scope {
 	if tok == "" {
-		return false
+		return ScopeNone
 	}
 	d := sha256.Sum256([]byte(tok))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	ok := 0
+	scope := 0
 	for _, m := range t.minted {
-		match := subtle.ConstantTimeCompare(d[:], m.digest[:])
-		ok |= match & boolInt(now.Before(m.expires))
+		match := subtle.ConstantTimeCompare(d[:], m.digest[:]) & boolInt(now.Before(m.expires))
+		scope |= subtle.ConstantTimeSelect(match, int(m.scope), 0)
 	}
 	for _, s := range t.static {
-		ok |= subtle.ConstantTimeCompare(d[:], s[:])
+		scope |= subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(d[:], s[:]), int(ScopeWrite), 0)
 	}
-	return ok == 1
+	// Digests of distinct random tokens do not collide; if they ever did,
+	// the bits of both scopes would be set: take the higher.
+	return min(Scope(scope), ScopeWrite)
 }
+
+// Valid reports whether tok is a live minted token or a static one, of
+// any scope.
+func (t *Tokens) Valid(tok string) bool { return t.Lookup(tok) != ScopeNone }
 
 func boolInt(b bool) int {
 	if b {

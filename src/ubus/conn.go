@@ -150,8 +150,10 @@ func (c *Conn) readLoop(rd *bufio.Reader) {
 		}
 		m, err := Decode(b)
 		if err != nil {
-			c.log.Warn("dropping malformed ubus message", "err", err)
-			continue
+			if m = salvageInvoke(b); m == nil {
+				c.log.Warn("dropping malformed ubus message", "err", err)
+				continue
+			}
 		}
 		c.dispatch(m)
 	}

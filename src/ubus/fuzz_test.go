@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// FuzzDecode feeds arbitrary bytes to the framing reader and the decoder:
-// neither may panic, and whatever decodes must encode to the same length
+// FuzzDecode feeds arbitrary bytes to the framing reader, the decoder and
+// the INVOKE salvager: none may panic, and whatever decodes must encode to the same length
 // (only padding content may differ) and decode again to the same message.
 // CI: go test -run=^$ -fuzz=FuzzDecode -fuzztime=10s ./src/ubus
 func FuzzDecode(f *testing.F) {
@@ -19,6 +19,7 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = readFrame(bufio.NewReader(bytes.NewReader(b)))
 		_, _ = UnmarshalFields(b)
+		_ = salvageInvoke(b)
 		m, err := Decode(b)
 		if err != nil {
 			return

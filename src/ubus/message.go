@@ -74,6 +74,9 @@ type Message struct {
 	Seq   uint16
 	Peer  uint32
 	Attrs []Attr
+
+	// badData is why a salvaged INVOKE has no DATA (see salvageInvoke).
+	badData error
 }
 
 // Attribute constructors for building messages.

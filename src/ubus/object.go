@@ -312,6 +312,9 @@ func (c *Conn) runMethod(reg *registration, m *Message) (Fields, Status) {
 	}
 	data, ok := m.Fields(AttrData)
 	if !ok {
+		if m.badData != nil {
+			c.log.Info("rejecting ubus call with malformed arguments", "object", reg.obj.Name, "method", name, "err", m.badData)
+		}
 		return nil, StatusInvalidArgument
 	}
 	args, err := meth.checkArgs(data)
@@ -368,37 +371,4 @@ func (c *Conn) reply(inv *Message, objID uint32, data Fields, st Status) {
 	if err := c.send(s); err != nil {
 		c.log.Debug("cannot send ubus status", "seq", inv.Seq, "err", err)
 	}
-}
-
-// checkArgs holds the arguments against the policy: a present argument must
-// have the policy's type, where integers of another width are accepted and
-// converted when the value fits (JSON numbers arrive as INT32); required
-// arguments must be present. Arguments outside the policy are passed on
-// untouched, as libubus ignores them.
-func (m *Method) checkArgs(args Fields) (Fields, error) {
-	out := make(Fields, len(args))
-	copy(out, args)
-	for i, a := range out {
-		want, ok := m.Policy[a.Name]
-		if !ok || want == TypeUnspec || a.Value.Type == want {
-			continue
-		}
-		if !want.isInt() || !a.Value.Type.isInt() {
-			return nil, fmt.Errorf("argument %q: got %s, want %s", a.Name, a.Value.Type, want)
-		}
-		lo, hi := want.signedRange()
-		if want == TypeBool {
-			lo, hi = 0, 1
-		}
-		if a.Value.Int < lo || a.Value.Int > hi {
-			return nil, fmt.Errorf("argument %q: %d out of range for %s", a.Name, a.Value.Int, want)
-		}
-		out[i].Value = Value{Type: want, Int: a.Value.Int}
-	}
-	for _, r := range m.Required {
-		if _, ok := out.Get(r); !ok {
-			return nil, fmt.Errorf("missing required argument %q", r)
-		}
-	}
-	return out, nil
 }

@@ -25,6 +25,7 @@ const surflareListing = `'surflare' @ID
 	"log":{"lines":"Integer"}
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
+	"token_write":{}
 	"set_credentials":{"username":"String","password":"String"}
 `
 
@@ -78,6 +79,7 @@ func TestAgainstRealUbusd(t *testing.T) {
 		MethodCheck:   record(nil, errors.New("engine not running")),
 		MethodDiag:    record(Fields{{"diag", Bool(true)}}, nil),
 		MethodHotplug: record(nil, nil),
+		MethodLog:     record(Fields{{"lines", Array()}}, nil),
 		MethodReload: func(ctx context.Context, req *Request) (Fields, error) {
 			log.add(req.Method, req.Args)
 			select { // slower than the caller's -t 1
@@ -117,14 +119,26 @@ func TestAgainstRealUbusd(t *testing.T) {
 		{[]string{"nosuch"}, failed("nosuch", "Method not found") + "[exit 253]\n", ""},
 		{[]string{"probe", `{"node":"Miami"}`}, failed(`probe {"node":"Miami"}`, "Operation not supported") + "[exit 248]\n", ""},
 		{[]string{"check"}, failed("check", "Unknown error") + "[exit 247]\n", `check {}`},
-		{[]string{"diag", `{"enable":1}`}, "{\n\t\"diag\": true\n}\n[exit 0]\n", `diag {"enable":true}`},
+		// Types are held exactly, as rpcd holds its objects' calls: the
+		// CLI sends 1 as an INT32, not a boolean, and 5000000000 as an
+		// INT64, not an INT32; an argument the method does not declare is
+		// refused, LuCI's session id excepted.
+		{[]string{"diag", `{"enable":1}`}, failed(`diag {"enable":1}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"diag", `{"enable":true}`}, "{\n\t\"diag\": true\n}\n[exit 0]\n", `diag {"enable":true}`},
+		{[]string{"log", `{"lines":5}`}, "{\n\t\"lines\": [\n\t\t\n\t]\n}\n[exit 0]\n", `log {"lines":5}`},
+		{[]string{"log", `{"lines":5000000000}`}, failed(`log {"lines":5000000000}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"log", `{"lines":2.5}`}, failed(`log {"lines":2.5}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"log", `{"lines":"5"}`}, failed(`log {"lines":"5"}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"rotate", `{"node":"Chicago","nod":"x"}`}, failed(`rotate {"node":"Chicago","nod":"x"}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"rotate", `{"node":"Chicago","ubus_rpc_session":"0123"}`}, "{\n\t\"previous\": \"Dallas\",\n\t\"node\": \"Chicago\",\n\t\"rotated\": true\n}\n[exit 0]\n", `rotate {"node":"Chicago","ubus_rpc_session":"0123"}`},
 		{[]string{"diag", `{"enable":false}`}, "{\n\t\"diag\": true\n}\n[exit 0]\n", `diag {"enable":false}`},
 		{[]string{"diag"}, failed("diag", "Invalid argument") + usage + "[exit 254]\n", ""},
 		{[]string{"hotplug", `{"action":"ifdown","interface":"wan"}`}, "[exit 0]\n", `hotplug {"action":"ifdown","interface":"wan"}`},
 		{[]string{"hotplug", `{"action":"ifup","interface":"wan","device":"eth1"}`}, "[exit 0]\n", `hotplug {"action":"ifup","interface":"wan","device":"eth1"}`},
 		{[]string{"hotplug", `{"action":"ifup"}`}, failed(`hotplug {"action":"ifup"}`, "Invalid argument") + usage + "[exit 254]\n", ""},
 		{[]string{"set_credentials", `{"username":"u@example.org","password":"p w\"1"}`}, "{\n\t\"stored\": true\n}\n[exit 0]\n", `set_credentials {"username":"u@example.org","password":"p w\"1"}`},
-		{[]string{"token", `{"x":[1,{"y":null}]}`}, failed(`token {"x":[1,{"y":null}]}`, "Operation not supported") + "[exit 248]\n", ""},
+		{[]string{"token", `{"x":[1,{"y":null}]}`}, failed(`token {"x":[1,{"y":null}]}`, "Invalid argument") + usage + "[exit 254]\n", ""},
+		{[]string{"token"}, failed(`token`, "Operation not supported") + "[exit 248]\n", ""},
 	} {
 		got := r.transcript(append([]string{"call", "surflare"}, tc.args...)...)
 		if got != tc.want {

@@ -16,14 +16,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"surflare-watchdog/src/testenv"
 )
 
 // The real-ubusd tests run our object server, Service and client against
 // the real ubusd and the real ubus CLI from github.com/openwrt/ubus. Debian
-// does not package them, so the tests skip unless UBUSD and UBUS_CLI name
-// the binaries (or ubusd and ubus are on PATH); README.md says how to build
-// them. They need root: ubusd lets only root (or users its ACL files name)
-// register objects.
+// does not package them: UBUSD and UBUS_CLI name binaries built by hand (or
+// ubusd and ubus are on PATH; README.md says how to build them), and
+// without those the OpenWrt userland beside the repository provides them,
+// run through chroot. They skip when neither is there. They need root:
+// ubusd lets only root (or users its ACL files name) register objects.
 
 // ubusdDefaultSockDir is the directory of ubusd's compiled-in socket: it
 // creates it even when told to listen elsewhere with -s.
@@ -31,14 +34,18 @@ const ubusdDefaultSockDir = "/var/run/ubus"
 
 // realUbus is one real ubusd on a private socket, and the real CLI.
 type realUbus struct {
-	t        *testing.T
-	ubusd    string
-	cli      string
-	sock     string
-	aclDir   string
-	mu       sync.Mutex
-	proc     *exec.Cmd
-	procDone chan struct{}
+	t      *testing.T
+	ubusd  string
+	cli    string
+	root   string // the OpenWrt root the programs run in (chroot), or ""
+	sock   string // the socket, as our code reaches it
+	aclDir string
+	// sockArg and aclArg are sock and aclDir as the real programs see
+	// them (inside root).
+	sockArg, aclArg string
+	mu              sync.Mutex
+	proc            *exec.Cmd
+	procDone        chan struct{}
 }
 
 // needRealUbus finds the real binaries (or skips) and starts ubusd.
@@ -48,17 +55,29 @@ func needRealUbus(t *testing.T) *realUbus {
 		if p := os.Getenv(env); p != "" {
 			return p
 		}
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("no real %s: set %s=/path/to/%s (Debian has no ubus package; see src/ubus/README.md)", name, env, name)
-		}
+		p, _ := exec.LookPath(name)
 		return p
 	}
 	r := &realUbus{t: t, ubusd: find("UBUSD", "ubusd"), cli: find("UBUS_CLI", "ubus")}
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: ubusd ACLs allow object registration by root only")
 	}
-	dir := t.TempDir()
+	var dir string
+	if r.ubusd == "" || r.cli == "" {
+		if testenv.OpenWrtDir() == "" {
+			t.Skip("no real ubusd and ubus CLI: set UBUSD and UBUS_CLI (see src/ubus/README.md), or put the OpenWrt userland at ../shared/owrt beside the repository")
+		}
+		r.root, r.ubusd, r.cli = testenv.OpenWrtRoot(t), "/sbin/ubusd", "ubus"
+		var err error
+		if dir, err = os.MkdirTemp(filepath.Join(r.root, "tmp"), "surfubus"); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		dir = t.TempDir()
+		if _, err := os.Stat(ubusdDefaultSockDir); errors.Is(err, fs.ErrNotExist) {
+			t.Cleanup(func() { os.Remove(ubusdDefaultSockDir) }) // only if still empty
+		}
+	}
 	r.sock = filepath.Join(dir, "ubus.sock")
 	// An empty ACL directory: ubusd must not read the host's
 	// /usr/share/acl.d; root is allowed everything without files anyway.
@@ -66,18 +85,38 @@ func needRealUbus(t *testing.T) *realUbus {
 	if err := os.Mkdir(r.aclDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(ubusdDefaultSockDir); errors.Is(err, fs.ErrNotExist) {
-		t.Cleanup(func() { os.Remove(ubusdDefaultSockDir) }) // only if still empty
-	}
+	r.sockArg, r.aclArg = r.inside(r.sock), r.inside(r.aclDir)
 	t.Cleanup(r.stop)
 	r.start()
 	return r
 }
 
+// inside is a host path as the real programs see it: below root when
+// they run in the OpenWrt root.
+func (r *realUbus) inside(path string) string {
+	if r.root == "" {
+		return path
+	}
+	return "/" + strings.TrimPrefix(strings.TrimPrefix(path, r.root), "/")
+}
+
+// command runs a real program, in the OpenWrt root when there is one.
+// argv[0] stays the bare name, as a user types it (usage texts print it).
+func (r *realUbus) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if r.root == "" {
+		cmd := exec.CommandContext(ctx, name)
+		cmd.Args = append([]string{filepath.Base(name)}, args...)
+		return cmd
+	}
+	cmd := exec.CommandContext(ctx, "chroot", append([]string{r.root, name}, args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	return cmd
+}
+
 // start runs ubusd and returns once its socket accepts connections.
 func (r *realUbus) start() {
 	r.t.Helper()
-	cmd := exec.Command(r.ubusd, "-A", r.aclDir, "-s", r.sock)
+	cmd := r.command(context.Background(), r.ubusd, "-A", r.aclArg, "-s", r.sockArg)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		r.t.Fatalf("starting %s: %v", r.ubusd, err)
@@ -120,8 +159,10 @@ func (r *realUbus) stop() {
 // cliCmd builds a CLI command as a user types it: argv[0] is plain "ubus"
 // (the usage text starts with it, as in the fixtures), -s our socket.
 func (r *realUbus) cliCmd(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, r.cli)
-	cmd.Args = append([]string{"ubus", "-s", r.sock}, args...)
+	cmd := r.command(ctx, r.cli, append([]string{"-s", r.sockArg}, args...)...)
+	if r.root == "" {
+		cmd.Args[0] = "ubus"
+	}
 	cmd.WaitDelay = time.Second
 	return cmd
 }

@@ -28,8 +28,22 @@ const (
 	MethodReload         = "reload"          // reload /etc/config/surflare
 	MethodLog            = "log"             // last {lines} of the watchdog log
 	MethodHotplug        = "hotplug"         // {action, interface, device} from hotplug.d/iface
-	MethodToken          = "token"           // a short-lived token for the live view
+	MethodToken          = "token"           // a short-lived read-only token for the live view
+	MethodTokenWrite     = "token_write"     // a short-lived token that may also act (web API POSTs)
 	MethodSetCredentials = "set_credentials" // {username, password} for the vendor login
+)
+
+// Who may call what. rpcd's ACL (luci-app-surflare's acl.d) grants per
+// method, not per argument, so a token that may act needs a method of its
+// own that only the write ACL lists: token_write beside token.
+var (
+	// SurflareReadMethods change nothing and reveal no secret: LuCI's read
+	// ACL grants exactly these. Every other method but the root-only ones
+	// is for the write ACL.
+	SurflareReadMethods = []string{MethodStatus, MethodNodes, MethodLog, MethodToken}
+	// SurflareRootMethods are called by root's own scripts (netifd's
+	// hotplug) and are in no ACL.
+	SurflareRootMethods = []string{MethodHotplug}
 )
 
 // SurflareMethods returns the surflare object's methods with their typed
@@ -49,6 +63,7 @@ func SurflareMethods() []Method {
 		{Name: MethodHotplug, Policy: map[string]BlobmsgType{"action": str, "interface": str, "device": str},
 			Required: []string{"action", "interface"}},
 		{Name: MethodToken},
+		{Name: MethodTokenWrite},
 		{Name: MethodSetCredentials, Policy: map[string]BlobmsgType{"username": str, "password": str},
 			Required: []string{"username", "password"}},
 	}

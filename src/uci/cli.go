@@ -11,13 +11,15 @@ import (
 
 // CLI is a uci-compatible command line: same commands, flags, output bytes
 // and exit codes as OpenWrt's uci for show, export, get, set, add,
-// add_list, del_list, delete, rename, reorder, changes, commit and revert.
-// The zero value uses the real tool's directories.
+// add_list, del_list, delete, rename, reorder, changes, commit, revert,
+// batch and import. The zero value uses the real tool's directories.
 type CLI struct {
 	AppName  string // printed before error messages; "" means "uci"
 	ConfDir  string // default config dir; "" means /etc/config
 	SaveDir  string // default save dir; "" means /tmp/.uci
 	Conf2Dir string // default override dir; "" means /var/run/uci
+	// Stdin is what batch and import read without -f; nil means os.Stdin.
+	Stdin io.Reader
 }
 
 // Run runs one uci command line (without the program name) and returns
@@ -38,6 +40,12 @@ type run struct {
 	noCommit  bool
 	perrorOn  bool   // -S: print every parse error as it happens
 	errorInfo string // libuci's static error_info buffer, quirks included
+
+	merge   bool      // -m: import merges into the existing package
+	stdin   io.Reader // the input batch and import read (-f or stdin)
+	in      *lexer    // that input once read, shared by batch and import
+	inBatch bool      // inside `uci batch`: batch is unknown, 255 is not usage
+	opened  int       // r.store.opened when the batch lexer was last reset
 }
 
 // Run runs one uci command line (without the program name) and returns
@@ -80,8 +88,14 @@ func (c *CLI) Run(args []string, stdout, stderr io.Writer) int {
 		case 'd':
 			r.delimiter = o.arg
 		case 'f':
-			// Only batch and import read it, and neither is supported;
-			// opening it still fails like uci when it is missing.
+			// Opened now, as uci does, so a missing file fails every
+			// command; only batch and import read it.
+			if r.stdin != nil {
+				if !r.quiet {
+					fmt.Fprint(stderr, "Too many input files.\n")
+				}
+				return 1
+			}
 			f, err := os.Open(o.arg)
 			if err != nil {
 				if !r.quiet {
@@ -89,8 +103,10 @@ func (c *CLI) Run(args []string, stdout, stderr io.Writer) int {
 				}
 				return 1
 			}
-			f.Close()
+			defer f.Close()
+			r.stdin = f
 		case 'm':
+			r.merge = true
 		case 's':
 			st.NonStrict = false
 		case 'S':
@@ -114,6 +130,12 @@ func (c *CLI) Run(args []string, stdout, stderr io.Writer) int {
 		default: // -L is in uci's option string but has no case: usage
 			r.usage()
 			return 0
+		}
+	}
+	if r.stdin == nil {
+		r.stdin = c.Stdin
+		if r.stdin == nil {
+			r.stdin = os.Stdin
 		}
 	}
 	if len(rest) < 1 {
@@ -184,9 +206,12 @@ func (r *run) cmd(argv []string) int {
 	case "help":
 		r.usage()
 		return 0
-	case "batch", "import":
-		fmt.Fprintf(r.errw, "%s: %s is not supported by this implementation\n", r.app, argv[0])
-		return 1
+	case "batch":
+		if !r.inBatch {
+			return r.batch()
+		}
+	case "import":
+		return r.importCmd(argv)
 	}
 	return 255
 }

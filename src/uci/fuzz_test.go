@@ -88,3 +88,31 @@ func findFixtures() (string, error) {
 		dir = parent
 	}
 }
+
+// FuzzBatch feeds any input to `uci batch` and `uci import` on a small
+// config: neither may panic, a batch always exits 0 (uci reports each
+// failed command and goes on), and an import exits 0 or 1.
+func FuzzBatch(f *testing.F) {
+	for _, c := range batchCases {
+		f.Add([]byte(c.stdin + c.file))
+	}
+	f.Add([]byte("set p.s1.x='a b'; show p\nimport p\nconfig t 'n'\n\toption x 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tmp := t.TempDir()
+		conf := filepath.Join(tmp, "c")
+		if err := os.Mkdir(conf, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(conf, "p"), []byte(batchBase), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"batch"}, {"-S", "batch"}, {"import", "p"}, {"-m", "import", "p"}, {"import"}} {
+			cli := &CLI{SaveDir: filepath.Join(tmp, "s"), Conf2Dir: filepath.Join(tmp, "none"), Stdin: bytes.NewReader(data)}
+			var o, e bytes.Buffer
+			code := cli.Run(append([]string{"-c", conf, "-t", filepath.Join(tmp, "s")}, args...), &o, &e)
+			if args[len(args)-1] == "batch" && code != 0 || code != 0 && code != 1 {
+				t.Fatalf("uci %q exited %d\nstderr: %s", args, code, e.String())
+			}
+		}
+	})
+}

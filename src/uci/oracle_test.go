@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"surflare-watchdog/src/testenv"
 )
 
 // TestOracle compares this implementation with a real uci binary on
@@ -16,12 +17,17 @@ import (
 // path (build it from github.com/openwrt/uci: gcc cli.c libuci.c file.c
 // util.c delta.c parse.c with an empty uci_config.h). UCI_ORACLE_N sets the
 // number of cases (default 300).
+//
+// Without UCI_REAL it runs OpenWrt's own uci from the OpenWrt userland
+// beside the repository (through chroot, so as root), on 100 cases by
+// default; it skips when neither is there.
 func TestOracle(t *testing.T) {
-	real := os.Getenv("UCI_REAL")
-	if real == "" {
-		t.Skip("UCI_REAL not set: no real uci binary to compare with")
-	}
+	real := uciRunner{bin: os.Getenv("UCI_REAL")}
 	n := 300
+	if real.bin == "" {
+		real.root = testenv.OpenWrtRoot(t)
+		n = 100
+	}
 	if s := os.Getenv("UCI_ORACLE_N"); s != "" {
 		n = atoiOr(s, n)
 	}
@@ -35,7 +41,7 @@ func TestOracle(t *testing.T) {
 		if rng.Intn(3) == 0 {
 			delta = genDelta(rng)
 		}
-		mine := oracleRun(t, "", input, delta, cmds)
+		mine := oracleRun(t, uciRunner{}, input, delta, cmds)
 		theirs := oracleRun(t, real, input, delta, cmds)
 		for _, k := range []string{"Parse error (", "Entry not found", "Invalid argument", "exit 1", "exit 0", "changes p\np.", "='"} {
 			if strings.Contains(theirs, k) {
@@ -62,10 +68,10 @@ func atoiOr(s string, def int) int {
 	return n
 }
 
-// oracleRun applies commands to a fresh copy of input with either binary
-// ("" = this package) and returns a transcript of everything observable.
-func oracleRun(t *testing.T, bin string, input, delta []byte, cmds [][]string) string {
-	tmp := t.TempDir()
+// oracleRun applies commands to a fresh copy of input with a uci (ours,
+// or a real one) and returns a transcript of everything observable.
+func oracleRun(t *testing.T, u uciRunner, input, delta []byte, cmds [][]string) string {
+	tmp, seen := u.tempDir(t)
 	conf, save := filepath.Join(tmp, "c"), filepath.Join(tmp, "s")
 	os.Mkdir(conf, 0o755)
 	os.WriteFile(filepath.Join(conf, "p"), input, 0o644)
@@ -78,25 +84,16 @@ func oracleRun(t *testing.T, bin string, input, delta []byte, cmds [][]string) s
 	}
 	var tr strings.Builder
 	for _, c := range cmds {
-		args := append([]string{"-c", conf, "-t", save}, c...)
+		args := append([]string{"-c", seen + "/c", "-t", seen + "/s"}, c...)
 		var o, e bytes.Buffer
 		code := 0
-		if bin == "" {
+		if u.bin == "" && u.root == "" {
 			cli := &CLI{SaveDir: save, Conf2Dir: filepath.Join(tmp, "none")}
 			code = cli.Run(args, &o, &e)
 		} else {
-			cmd := exec.Command(bin, args...)
-			cmd.Args[0] = "uci"
-			cmd.Stdout, cmd.Stderr = &o, &e
-			if err := cmd.Run(); err != nil {
-				if ee, ok := err.(*exec.ExitError); ok {
-					code = ee.ExitCode()
-				} else {
-					t.Fatal(err)
-				}
-			}
+			code = u.runReal(t, args, "", &o, &e)
 		}
-		tr.WriteString("$ " + strings.Join(c, " ") + "\n" + o.String() + "stderr: " + strings.ReplaceAll(e.String(), tmp, "TMP") + "exit " + itoaTest(code) + "\n")
+		tr.WriteString("$ " + strings.Join(c, " ") + "\n" + o.String() + "stderr: " + strings.ReplaceAll(e.String(), seen, "TMP") + "exit " + itoaTest(code) + "\n")
 	}
 	data, _ := os.ReadFile(filepath.Join(conf, "p"))
 	deltaNow, _ := os.ReadFile(filepath.Join(save, "p"))

@@ -26,12 +26,44 @@ type parser struct {
 	section *Section
 	strict  bool
 	line    int // physical line where the current statement line starts
+
+	// The rest serves `uci import`, which is uci_import with its options.
+
+	// multi: no package name was given, so `package NAME` statements
+	// start a new config each (libuci's single=false).
+	multi bool
+	// name is the package the next config statement opens when cfg is nil
+	// (libuci's pctx->name).
+	name string
+	// done are the configs finished by a later `package` statement, in
+	// order (libuci adds them to ctx->root).
+	done []*Config
+	// merge, if set, applies statements to a loaded package as recorded
+	// changes (uci import -m), the way libuci does with ctx->internal off.
+	merge *change
+	// failed is an error that ends the import whatever the mode.
+	failed error
 }
+
+// errDuplicatePackage is raised by a second `package` statement with a name
+// already imported; it is libuci's UCI_ERR_DUPLICATE, not a parse error, so
+// it stops even a non-strict import.
+type errDuplicatePackage struct{}
 
 // parse runs the statement loop. onError sees every parse error; in strict
 // mode the first one is also returned.
 func parse(name string, data []byte, strict bool, onError func(*ParseError)) (*Config, error) {
 	p := &parser{lex: newLexer(data), cfg: &Config{Name: name}, strict: strict}
+	if err := p.run(name, onError); err != nil {
+		return nil, err
+	}
+	return p.cfg, nil
+}
+
+// run is uci_import's loop: line by line to the end of the input. A parse
+// error stops it in strict mode, with the lexer right after the line that
+// failed (a batch goes on reading from there).
+func (p *parser) run(file string, onError func(*ParseError)) error {
 	for !p.lex.eof {
 		p.lex.pos = 0
 		p.line = p.lex.line + 1
@@ -39,17 +71,22 @@ func parse(name string, data []byte, strict bool, onError func(*ParseError)) (*C
 		if p.lex.at(0) == 0 {
 			continue
 		}
-		if err := p.parseLine(); err != nil {
-			err.File = name
-			if onError != nil {
-				onError(err)
-			}
-			if strict {
-				return nil, err
-			}
+		err := p.parseLine()
+		if p.failed != nil {
+			return p.failed
+		}
+		if err == nil {
+			continue
+		}
+		err.File = file
+		if onError != nil {
+			onError(err)
+		}
+		if p.strict {
+			return err
 		}
 	}
-	return p.cfg, nil
+	return nil
 }
 
 // parseLine parses one buffered line, which may hold several statements
@@ -57,6 +94,10 @@ func parse(name string, data []byte, strict bool, onError func(*ParseError)) (*C
 func (p *parser) parseLine() (perr *ParseError) {
 	defer func() {
 		if r := recover(); r != nil {
+			if _, ok := r.(errDuplicatePackage); ok {
+				p.failed = ErrDuplicate
+				return
+			}
 			f, ok := r.(*parseFailure)
 			if !ok {
 				panic(r)
@@ -95,8 +136,32 @@ func (p *parser) parsePackage() {
 	if !l.increasePos(l.strlenFromPos() + 1) {
 		l.fail("package without name")
 	}
-	l.nextArg(true, true, true)
+	ofs := l.nextArg(true, true, true)
 	p.assertEOL()
+	if !p.multi {
+		return
+	}
+	p.name = l.cstr(ofs)
+	p.switchConfig()
+}
+
+// switchConfig is uci_switch_config: the current config is finished and,
+// if a name is pending, a new one opened under it; a name already imported
+// is a duplicate.
+func (p *parser) switchConfig() {
+	if p.cfg != nil {
+		p.done = append(p.done, p.cfg)
+		p.cfg, p.section = nil, nil
+	}
+	if p.name == "" {
+		return
+	}
+	for _, c := range p.done {
+		if c.Name == p.name {
+			panic(errDuplicatePackage{})
+		}
+	}
+	p.cfg = &Config{Name: p.name}
 }
 
 func (p *parser) assertEOL() {
@@ -110,6 +175,12 @@ func (p *parser) assertEOL() {
 
 func (p *parser) parseConfig() {
 	l := p.lex
+	if p.cfg == nil {
+		if p.name == "" {
+			l.fail("attempting to import a file without a package name")
+		}
+		p.switchConfig()
+	}
 	if !l.increasePos(l.strlenFromPos() + 1) {
 		l.fail("config without name")
 	}
@@ -122,13 +193,26 @@ func (p *parser) parseConfig() {
 	typ, name := l.cstr(ofsType), l.cstr(ofsName)
 
 	if name == "" {
-		p.section = p.cfg.addSection(typ)
+		if p.merge != nil {
+			p.section = p.merge.addSection(p.cfg, typ)
+		} else {
+			p.section = p.cfg.addSection(typ)
+		}
 		p.section.Line = p.line
 		return
 	}
 	s := p.cfg.findSection(name)
 	if s != nil && p.strict && s.Type != typ {
 		l.fail("section of different type overwrites prior section with same name")
+	}
+	if p.merge != nil {
+		r := &ref{Package: p.cfg.Name, Section: name, Value: typ, HasValue: true, p: p.cfg, s: s}
+		p.merge.set(r)
+		p.section = r.s
+		if s == nil && r.s != nil {
+			r.s.Line = p.line
+		}
+		return
 	}
 	if s == nil {
 		s = p.cfg.newSection(typ, name, -1)
@@ -152,6 +236,16 @@ func (p *parser) parseOption(list bool) {
 	p.assertEOL()
 	name, value := l.cstr(ofsName), l.cstr(ofsValue)
 
+	if p.merge != nil {
+		r := &ref{Package: p.cfg.Name, Section: p.section.Name, Option: name, Value: value, HasValue: true,
+			p: p.cfg, s: p.section, o: p.section.Option(name)}
+		if list {
+			p.merge.addList(r)
+		} else {
+			p.merge.set(r)
+		}
+		return
+	}
 	var o *Option
 	if list {
 		o = p.section.addListItem(name, value)

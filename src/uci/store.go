@@ -46,6 +46,11 @@ type Store struct {
 	// OnParseError, if set, sees every parse error as it happens (uci -S
 	// prints them).
 	OnParseError func(*ParseError)
+
+	// opened counts the files Load has read: each read throws away
+	// libuci's one parse context, which `uci batch` shares for reading
+	// its input, and so restarts the line count of batch errors.
+	opened int
 }
 
 // Package is a loaded config with the bookkeeping needed to save changes.
@@ -114,6 +119,7 @@ func (st *Store) Load(name string) (*Package, error) {
 	if err != nil {
 		return nil, ErrIO
 	}
+	st.opened++
 	cfg, err := st.parse(name, path, data)
 	if err != nil {
 		return nil, err

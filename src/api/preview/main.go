@@ -42,7 +42,7 @@ func main() {
 	tokens := api.NewTokens(nil)
 	tok := *token
 	if tok == "" {
-		tok = tokens.Mint(24 * time.Hour)
+		tok = tokens.MintScoped(api.ScopeWrite, 24*time.Hour) // the preview is its own operator
 	} else if err := tokens.AddStatic(tok); err != nil {
 		fmt.Fprintf(os.Stderr, "preview: -token: %v\n", err)
 		os.Exit(2)

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"surflare-watchdog/src/ubus"
 )
 
 // The shell scripts we ship run on a router (busybox ash) we do not have
@@ -387,11 +389,28 @@ func TestLuciACLSplitsReadFromWrite(t *testing.T) {
 		t.Fatalf("no %s group: %s", luciPackage, b)
 	}
 	sorted := func(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
-	if got, want := sorted(g.Read.Ubus["surflare"]), []string{"log", "nodes", "status", "token"}; !slices.Equal(got, want) {
+	// The split comes from the object's own table: every method the daemon
+	// announces is in exactly one list (root-only ones in none), so a new
+	// method cannot land in the read ACL, or in no ACL, by accident.
+	var wantWrite []string
+	for _, m := range ubus.SurflareMethods() {
+		if !slices.Contains(ubus.SurflareReadMethods, m.Name) && !slices.Contains(ubus.SurflareRootMethods, m.Name) {
+			wantWrite = append(wantWrite, m.Name)
+		}
+	}
+	if got, want := sorted(g.Read.Ubus["surflare"]), sorted(ubus.SurflareReadMethods); !slices.Equal(got, want) {
 		t.Errorf("read ubus surflare %q, want %q", got, want)
 	}
-	if got, want := sorted(g.Write.Ubus["surflare"]), []string{"check", "diag", "probe", "reconnect", "reload", "rotate", "set_credentials"}; !slices.Equal(got, want) {
+	if got, want := sorted(g.Write.Ubus["surflare"]), sorted(wantWrite); !slices.Equal(got, want) {
 		t.Errorf("write ubus surflare %q, want %q", got, want)
+	}
+	for _, write := range []string{ubus.MethodTokenWrite, ubus.MethodRotate, ubus.MethodSetCredentials} {
+		if slices.Contains(g.Read.Ubus["surflare"], write) {
+			t.Errorf("the read ACL grants %s", write)
+		}
+	}
+	if !slices.Contains(g.Read.Ubus["surflare"], ubus.MethodToken) || !slices.Contains(wantWrite, ubus.MethodTokenWrite) {
+		t.Error("want token (read-only) in the read ACL and token_write in the write ACL")
 	}
 	if !slices.Equal(g.Read.UCI, []string{"surflare"}) || !slices.Equal(g.Write.UCI, []string{"surflare"}) {
 		t.Errorf("uci read %q write %q, want surflare for both", g.Read.UCI, g.Write.UCI)

@@ -22,7 +22,7 @@ func TestUCISubcommand(t *testing.T) {
 	}
 	uci := func(args ...string) (string, string, int) {
 		var o, e bytes.Buffer
-		code := runUCI(append([]string{"-c", conf, "-t", save}, args...), &o, &e)
+		code := runUCI(append([]string{"-c", conf, "-t", save}, args...), strings.NewReader(""), &o, &e)
 		return o.String(), e.String(), code
 	}
 	steps := []struct {
@@ -56,10 +56,46 @@ func TestUCISubcommand(t *testing.T) {
 
 func TestUCIHelp(t *testing.T) {
 	var o, e bytes.Buffer
-	if code := runUCI([]string{"--help"}, &o, &e); code != exitOK {
+	if code := runUCI([]string{"--help"}, strings.NewReader(""), &o, &e); code != exitOK {
 		t.Errorf("--help exit %d", code)
 	}
 	if !strings.HasPrefix(o.String(), "Usage: uci [<options>] <command>") || e.Len() != 0 {
 		t.Errorf("--help printed %q / %q", o.String(), e.String())
+	}
+}
+
+// TestUCIBatchAndImport feeds `surflare-watchdog uci batch` and `import` on
+// stdin, as uci-defaults scripts and LuCI do, and checks what lands on
+// disk: the batch's changes are committed, an error mid-batch does not
+// stop it, and import replaces a package.
+func TestUCIBatchAndImport(t *testing.T) {
+	tmp := t.TempDir()
+	conf, save := filepath.Join(tmp, "config"), filepath.Join(tmp, "save")
+	if err := os.Mkdir(conf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const pkg = "surflare_cmd_uci_test"
+	if err := os.WriteFile(filepath.Join(conf, pkg), []byte("config surflare 'main'\n\toption mode 'rule'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uci := func(stdin string, args ...string) (string, string, int) {
+		var o, e bytes.Buffer
+		code := runUCI(append([]string{"-c", conf, "-t", save}, args...), strings.NewReader(stdin), &o, &e)
+		return o.String(), e.String(), code
+	}
+	script := "# switch to global mode\nset " + pkg + ".main.mode=global\n\nget " + pkg + ".main.nosuch\nadd_list " + pkg + ".main.candidate='New York'\ncommit " + pkg + "\n"
+	if out, errOut, code := uci(script, "batch"); out != "" || errOut != "uci: Entry not found\n" || code != 0 {
+		t.Errorf("batch: got (%q, %q, %d), want the one error reported and exit 0", out, errOut, code)
+	}
+	got, _ := os.ReadFile(filepath.Join(conf, pkg))
+	if want := "\nconfig surflare 'main'\n\toption mode 'global'\n\tlist candidate 'New York'\n\n"; string(got) != want {
+		t.Errorf("after batch the file is %q, want %q", got, want)
+	}
+	if out, errOut, code := uci("config surflare 'main'\n\toption mode 'rule'\n", "import", pkg); out != "" || errOut != "" || code != 0 {
+		t.Errorf("import: got (%q, %q, %d)", out, errOut, code)
+	}
+	got, _ = os.ReadFile(filepath.Join(conf, pkg))
+	if want := "\nconfig surflare 'main'\n\toption mode 'rule'\n\n"; string(got) != want {
+		t.Errorf("after import the file is %q, want %q", got, want)
 	}
 }

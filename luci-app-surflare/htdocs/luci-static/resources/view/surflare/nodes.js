@@ -5,7 +5,8 @@
 'require ui';
 
 // Exit nodes with their health as the watchdog sees them (`surflare nodes`),
-// with a rotate action per node and a probe of one or every node.
+// with a rotate action per node and a probe of one or every node (shown
+// disabled to users with read access only).
 
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['node'] });
@@ -17,6 +18,16 @@ function nodeRows(reply) {
 }
 
 function yesNo(v) { return v == null ? '-' : v ? _('yes') : _('no'); }
+
+// act marks an action button disabled, with the reason, for a user without
+// write access to Surflare: rpcd would refuse the call anyway.
+function act(attrs) {
+	if (typeof L.hasViewPermission === 'function' && !L.hasViewPermission()) {
+		attrs.disabled = '';
+		attrs.title = _('Needs write access to Surflare');
+	}
+	return attrs;
+}
 
 return view.extend({
 	load: function() {
@@ -37,8 +48,8 @@ return view.extend({
 			E('div', { 'class': 'cbi-section' }, [
 				table,
 				E('div', { 'class': 'right', 'style': 'margin-top:1em' }, [
-					E('button', { 'class': 'cbi-button cbi-button-neutral',
-						'click': ui.createHandlerFn(this, 'handleProbe', null) }, _('Probe all nodes'))
+					E('button', act({ 'class': 'cbi-button cbi-button-neutral',
+						'click': ui.createHandlerFn(this, 'handleProbe', null) }), _('Probe all nodes'))
 				])
 			])
 		]);
@@ -64,10 +75,10 @@ return view.extend({
 				E('td', { 'class': 'td' }, r.latency_ms != null ? r.latency_ms + ' ms' : '-'),
 				E('td', { 'class': 'td' }, r.log_errors != null ? String(r.log_errors) : '-'),
 				E('td', { 'class': 'td cbi-section-actions' }, [
-					E('button', { 'class': 'cbi-button cbi-button-apply', 'disabled': r.current ? '' : null,
-						'click': ui.createHandlerFn(this, 'handleRotate', r.node) }, _('Rotate here')), ' ',
-					E('button', { 'class': 'cbi-button cbi-button-neutral',
-						'click': ui.createHandlerFn(this, 'handleProbe', r.node) }, _('Probe'))
+					E('button', act({ 'class': 'cbi-button cbi-button-apply', 'disabled': r.current ? '' : null,
+						'click': ui.createHandlerFn(this, 'handleRotate', r.node) }), _('Rotate here')), ' ',
+					E('button', act({ 'class': 'cbi-button cbi-button-neutral',
+						'click': ui.createHandlerFn(this, 'handleProbe', r.node) }), _('Probe'))
 				])
 			]));
 		}, this));

@@ -6,11 +6,15 @@
 'require ui';
 
 // Live status of surflare-watchdog. It asks rpcd for a short-lived token
-// (`surflare token`, guarded by the ACL) and opens the daemon's websocket
-// (web.listen/web.port), passing the token as a subprotocol. When the
-// websocket cannot be had (web disabled, LuCI over https, daemon down) it
-// polls `surflare status` through rpc instead. Commands always go through
-// rpc, so the ACL's write split applies to them.
+// (`surflare token`, in the read ACL) and opens the daemon's websocket
+// (web.listen/web.port), passing the token as a subprotocol. That token is
+// read-only: the daemon refuses every action made with it, so a user with
+// read access may watch and never act. When the websocket cannot be had
+// (web disabled, LuCI over https, daemon down) it polls `surflare status`
+// through rpc instead. Commands always go through rpc, so the ACL's write
+// split applies to them; the view never needs a write token
+// (`surflare token_write`, write ACL only: for other clients of the web
+// API). Without write access the action buttons are shown disabled.
 
 var callToken = rpc.declare({ object: 'surflare', method: 'token', expect: { '': {} } });
 var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
@@ -90,6 +94,16 @@ return view.extend({
 
 	render: function(data) {
 		this.seen = {};
+		// A read-only user's commands would only fail at rpcd: say so up
+		// front instead of offering them.
+		var readonly = typeof L.hasViewPermission === 'function' && !L.hasViewPermission();
+		var act = function(attrs) {
+			if (readonly) {
+				attrs.disabled = '';
+				attrs.title = _('Needs write access to Surflare');
+			}
+			return attrs;
+		};
 		var box = function(id) { return E('strong', { 'id': id }, '-'); };
 		var kv = function(label, id) {
 			return E('div', { 'class': 'cbi-value' }, [
@@ -108,14 +122,14 @@ return view.extend({
 				kv(_('Exit'), 'exit'), kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
 			]),
 			E('div', { 'class': 'cbi-section' }, [
-				E('button', { 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
-					'click': ui.createHandlerFn(this, 'handleCheck') }, _('Check now')), ' ',
-				E('select', { 'id': 'rotate-node', 'class': 'cbi-input-select' },
+				E('button', act({ 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
+					'click': ui.createHandlerFn(this, 'handleCheck') }), _('Check now')), ' ',
+				E('select', act({ 'id': 'rotate-node', 'class': 'cbi-input-select' }),
 					[E('option', { 'value': '' }, _('next node'))]), ' ',
-				E('button', { 'id': 'btn-rotate', 'class': 'cbi-button cbi-button-apply',
-					'click': ui.createHandlerFn(this, 'handleRotate') }, _('Rotate')), ' ',
-				E('button', { 'id': 'btn-diag', 'class': 'cbi-button cbi-button-neutral',
-					'click': ui.createHandlerFn(this, 'handleDiag') }, _('Diag on'))
+				E('button', act({ 'id': 'btn-rotate', 'class': 'cbi-button cbi-button-apply',
+					'click': ui.createHandlerFn(this, 'handleRotate') }), _('Rotate')), ' ',
+				E('button', act({ 'id': 'btn-diag', 'class': 'cbi-button cbi-button-neutral',
+					'click': ui.createHandlerFn(this, 'handleDiag') }), _('Diag on'))
 			]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', {}, _('Timeline')),

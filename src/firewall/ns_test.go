@@ -24,6 +24,9 @@ import (
 // dead test processes are swept on start.
 const nsPrefix = "swfwt-"
 
+// flushNSPrefix names the namespaces of the routing layer's flush tests.
+const flushNSPrefix = "flush-"
+
 var nsSeq atomic.Int32
 
 func needRoot(t *testing.T) {
@@ -36,10 +39,10 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func sweepStaleNamespaces() {
+func sweepStaleNamespaces(prefix string) {
 	names, _ := os.ReadDir("/var/run/netns")
 	for _, n := range names {
-		rest, ok := strings.CutPrefix(n.Name(), nsPrefix)
+		rest, ok := strings.CutPrefix(n.Name(), prefix)
 		if !ok {
 			continue
 		}
@@ -63,11 +66,18 @@ type testNS struct {
 
 func newNS(t *testing.T, role string) *testNS {
 	t.Helper()
+	return newNSPrefix(t, nsPrefix, role)
+}
+
+// newNSPrefix is newNS with another name prefix (<prefix><pid>-<n>-<role>).
+func newNSPrefix(t *testing.T, prefix, role string) *testNS {
+	t.Helper()
 	needRoot(t)
 	if nsSeq.Load() == 0 {
-		sweepStaleNamespaces()
+		sweepStaleNamespaces(nsPrefix)
+		sweepStaleNamespaces(flushNSPrefix)
 	}
-	name := fmt.Sprintf("%s%d-%d-%s", nsPrefix, os.Getpid(), nsSeq.Add(1), role)
+	name := fmt.Sprintf("%s%d-%d-%s", prefix, os.Getpid(), nsSeq.Add(1), role)
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {

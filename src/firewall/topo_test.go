@@ -34,7 +34,13 @@ type topo struct {
 
 func newTopo(t *testing.T) *topo {
 	t.Helper()
-	tp := &topo{lan: newNS(t, "lan"), router: newNS(t, "rtr"), inet: newNS(t, "inet")}
+	return newTopoPrefix(t, nsPrefix)
+}
+
+// newTopoPrefix is newTopo with another namespace name prefix.
+func newTopoPrefix(t *testing.T, prefix string) *topo {
+	t.Helper()
+	tp := &topo{lan: newNSPrefix(t, prefix, "lan"), router: newNSPrefix(t, prefix, "rtr"), inet: newNSPrefix(t, prefix, "inet")}
 	r := tp.router
 
 	// LAN: the client's eth0 is a port of the router's br-lan bridge.

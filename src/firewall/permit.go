@@ -45,6 +45,10 @@ const (
 //   - permit_out (route, output): the router's own packets the layer routed
 //     to its hold device get MarkPermit; the kernel re-routes them, and the
 //     layer passes them on to the main table (or whatever comes after it).
+//     The tunnel's and the proxy's exact marks are left alone here too: a
+//     chain sees the device of the route the packet had when the hook
+//     began, so a packet the vendor's chain has already re-routed to the
+//     tunnel still shows the hold device.
 //   - permit_in (filter, prerouting, router only): every packet that comes
 //     in from an interface gets MarkPermit unless it carries the tunnel's or
 //     the proxy's exact mark, which must stay exact. Routing comes after
@@ -56,7 +60,7 @@ func permitChains(s Spec) []chainSpec {
 	r := func(id string) *ruleBuilder { return newRule(famInet, id) }
 	cs := []chainSpec{{name: ChainPermitOut, typ: nftables.ChainTypeRoute, hook: hook(nftables.ChainHookOutput),
 		prio: PrioPermit, policy: nftables.ChainPolicyAccept,
-		rules: []rule{r("permit-held").oifname(route.HoldDevice, false).orMark(MarkPermit).done()}}}
+		rules: []rule{r("permit-held").oifname(route.HoldDevice, false).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}}}
 	if s.router() {
 		cs = append(cs, chainSpec{name: ChainPermitIn, typ: nftables.ChainTypeFilter, hook: hook(nftables.ChainHookPrerouting),
 			prio: PrioPermit, policy: nftables.ChainPolicyAccept,

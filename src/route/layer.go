@@ -55,8 +55,8 @@ const (
 	// kill switch's route chain can release the packets; with no nftables,
 	// nothing releases them.
 	HoldTable = 9101
-	// HoldDevice is an empty bridge: up, no ports, no carrier, so no frame
-	// ever leaves it. A bridge because OpenWrt always has one (br-lan);
+	// HoldDevice is an empty bridge: up, but with no ports no frame ever
+	// leaves it. A bridge because OpenWrt always has one (br-lan);
 	// the dummy and veth drivers are optional kernel modules there.
 	HoldDevice = "sw-hold"
 )
@@ -76,6 +76,9 @@ const (
 	prioStop     = LayerPriority + 98 // everything else: dropped in silence
 	prioLayerEnd = LayerPriority + 99 // nop: where every permit jumps to
 )
+
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
+const addrGenModeNone = 1
 
 // Gateways of the hold routes: nobody answers for them on an empty bridge,
 // so a held packet waits in the neighbour queue and is dropped there.
@@ -367,12 +370,21 @@ func (h *Handle) ensureHoldDevice() (bool, error) {
 		if !errors.As(err, &nf) {
 			return false, fmt.Errorf("finding %s: %w", HoldDevice, err)
 		}
-		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: HoldDevice}}
+		// Silent: no multicast snooping, no multicast, no IPv6 link-local
+		// address, so it never even sends MLD or IGMP reports to nowhere.
+		snooping := false
+		br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: HoldDevice}, MulticastSnooping: &snooping}
 		if err := h.h.LinkAdd(br); err != nil && !errors.Is(err, unix.EEXIST) {
 			return false, fmt.Errorf("creating the hold device %s: %w", HoldDevice, err)
 		}
 		if l, err = h.h.LinkByName(HoldDevice); err != nil {
 			return false, fmt.Errorf("finding %s: %w", HoldDevice, err)
+		}
+		if err := h.h.LinkSetIP6AddrGenMode(l, addrGenModeNone); err != nil {
+			return false, fmt.Errorf("turning off %s's IPv6 link-local address: %w", HoldDevice, err)
+		}
+		if err := h.h.LinkSetMulticastOff(l); err != nil {
+			return false, fmt.Errorf("turning off multicast on %s: %w", HoldDevice, err)
 		}
 		created = true
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"surflare-watchdog/src/route"
 )
 
 // Addresses of the flush tests, beside the topology's.
@@ -384,5 +387,54 @@ func TestRouteLayerRemovedWithTheKillSwitch(t *testing.T) {
 	}
 	if st, _ := fw.RouteLayer(ctx); st.Rules4+st.Rules6 != 0 || st.Device {
 		t.Fatalf("Apply without the layer left %+v", st)
+	}
+}
+
+// With the layer on and the tables in place, every class of the kill
+// switch behaves as without it: the vendor's route chain re-routes the
+// router's TCP into the tunnel (past the hold device), the router's
+// domestic DNS has its mark cleared and leaves direct, the proxy's 0xff and
+// the relay endpoints leave, LAN TCP is proxied, and unmarked router
+// traffic to anywhere else is still dropped by the kill switch.
+func TestRouteLayerKeepsTheKillSwitchClasses(t *testing.T) {
+	tp := newTopoPrefix(t, flushNSPrefix)
+	tp.inet.addAddr("lo", domesticDNS+"/32")
+	echo := serveTCP(t, tp.inet, "tcp4", echoHost+":80", "echo", false)
+	serveTCP(t, tp.inet, "tcp4", relayHost+":8443", "relay", false)
+	dot := serveTCP(t, tp.inet, "tcp4", domesticDNS+":853", "dot", false)
+	s := labSpec()
+	s.RouteLayer = true
+	apply(t, tp.router, s)
+
+	if _, err := dialTCP(tp.router, "tcp4", echoHost+":80", 0); err == nil {
+		t.Error("unmarked router traffic passed the kill switch")
+	}
+	if got, err := dialTCP(tp.router, "tcp4", echoHost+":80", int(MarkDirect)); got != "echo" {
+		t.Errorf("the proxy's own socket: %q, %v", got, err)
+	}
+	if got, err := dialTCP(tp.router, "tcp4", relayHost+":8443", 0); got != "relay" {
+		t.Errorf("a released connection to a relay endpoint: %q, %v", got, err)
+	}
+	if c := echo.conns(); len(c) != 1 || !strings.HasPrefix(c[0].remote, routerWAN+":") {
+		t.Errorf("echo saw %+v, want one connection from the WAN's address", c)
+	}
+
+	addFakeVendor(t, tp.router)
+	tunnelRouting(t, tp.router, route.IPv4)
+	proxy := serveTCP(t, tp.router, "tcp4", "127.0.0.1:10800", "proxy", true)
+	if got, err := dialTCP(tp.router, "tcp4", echoHost+":80", 0); got != "proxy" {
+		t.Errorf("router TCP marked by the vendor must reach the proxy: %q, %v", got, err)
+	}
+	if got, err := dialTCP(tp.router, "tcp4", domesticDNS+":853", 0); got != "dot" {
+		t.Errorf("domestic DoT (mark cleared by dns_route) must go direct: %q, %v", got, err)
+	}
+	if c := dot.conns(); len(c) != 1 || !strings.HasPrefix(c[0].remote, routerWAN+":") {
+		t.Errorf("DoT server saw %+v, want the WAN's address", c)
+	}
+	if got, err := dialTCP(tp.lan, "tcp4", echoHost+":80", 0); got != "proxy" {
+		t.Errorf("LAN TCP must be proxied: %q, %v", got, err)
+	}
+	if n := len(proxy.conns()); n != 2 {
+		t.Errorf("proxy saw %d connections, want the router's and the LAN's", n)
 	}
 }

@@ -29,7 +29,7 @@ const flushNSPrefix = "flush-"
 
 var nsSeq atomic.Int32
 
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces and nftables tables")
@@ -58,19 +58,19 @@ func sweepStaleNamespaces(prefix string) {
 
 // testNS is one named namespace made by the test.
 type testNS struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	h    netns.NsHandle
 	nl   *netlink.Handle
 }
 
-func newNS(t *testing.T, role string) *testNS {
+func newNS(t testing.TB, role string) *testNS {
 	t.Helper()
 	return newNSPrefix(t, nsPrefix, role)
 }
 
 // newNSPrefix is newNS with another name prefix (<prefix><pid>-<n>-<role>).
-func newNSPrefix(t *testing.T, prefix, role string) *testNS {
+func newNSPrefix(t testing.TB, prefix, role string) *testNS {
 	t.Helper()
 	needRoot(t)
 	if nsSeq.Load() == 0 {
@@ -196,7 +196,7 @@ func (n *testNS) nftErr(args ...string) (string, error) {
 }
 
 // veth joins two namespaces with a veth pair.
-func veth(t *testing.T, a *testNS, aName string, b *testNS, bName string, aMAC string) {
+func veth(t testing.TB, a *testNS, aName string, b *testNS, bName string, aMAC string) {
 	t.Helper()
 	la := netlink.NewLinkAttrs()
 	la.Name = aName

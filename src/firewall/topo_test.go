@@ -32,13 +32,13 @@ type topo struct {
 	lan, router, inet *testNS
 }
 
-func newTopo(t *testing.T) *topo {
+func newTopo(t testing.TB) *topo {
 	t.Helper()
 	return newTopoPrefix(t, nsPrefix)
 }
 
 // newTopoPrefix is newTopo with another namespace name prefix.
-func newTopoPrefix(t *testing.T, prefix string) *topo {
+func newTopoPrefix(t testing.TB, prefix string) *topo {
 	t.Helper()
 	tp := &topo{lan: newNSPrefix(t, prefix, "lan"), router: newNSPrefix(t, prefix, "rtr"), inet: newNSPrefix(t, prefix, "inet")}
 	r := tp.router

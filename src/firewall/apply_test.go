@@ -44,6 +44,9 @@ func TestApplyMatchesRenderedPlanAndIsIdempotent(t *testing.T) {
 	s = labSpec()
 	s.ProxyDown = true
 	specs["tombstone"] = s
+	s = labSpec()
+	s.RouteLayer = true
+	specs["router-layer"] = s
 	for name, s := range specs {
 		t.Run(name, func(t *testing.T) {
 			byNFT, byApply := newNS(t, "nft"), newNS(t, "apply")

@@ -49,24 +49,25 @@ const (
 //     chain sees the device of the route the packet had when the hook
 //     began, so a packet the vendor's chain has already re-routed to the
 //     tunnel still shows the hold device.
-//   - permit_in (filter, prerouting, router only): every packet that comes
-//     in from an interface gets MarkPermit unless it carries the tunnel's or
-//     the proxy's exact mark, which must stay exact. Routing comes after
-//     prerouting, so no re-route is needed; forward then judges it.
+//   - permit_in (filter, prerouting): every packet that comes in from an
+//     interface gets MarkPermit unless it carries the tunnel's or the
+//     proxy's exact mark, which must stay exact. Routing comes after
+//     prerouting, so no re-route is needed; forward then judges it (a
+//     laptop has no forward chain: what it forwards for its containers or
+//     VMs passes while the kill switch is there, as without the layer).
 func permitChains(s Spec) []chainSpec {
 	if !s.RouteLayer {
 		return nil
 	}
 	r := func(id string) *ruleBuilder { return newRule(famInet, id) }
-	cs := []chainSpec{{name: ChainPermitOut, typ: nftables.ChainTypeRoute, hook: hook(nftables.ChainHookOutput),
-		prio: PrioPermit, policy: nftables.ChainPolicyAccept,
-		rules: []rule{r("permit-held").oifname(route.HoldDevice, false).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}}}
-	if s.router() {
-		cs = append(cs, chainSpec{name: ChainPermitIn, typ: nftables.ChainTypeFilter, hook: hook(nftables.ChainHookPrerouting),
+	return []chainSpec{
+		{name: ChainPermitOut, typ: nftables.ChainTypeRoute, hook: hook(nftables.ChainHookOutput),
 			prio: PrioPermit, policy: nftables.ChainPolicyAccept,
-			rules: []rule{r("permit-in").iifname("lo", true).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}})
+			rules: []rule{r("permit-held").oifname(route.HoldDevice, false).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}},
+		{name: ChainPermitIn, typ: nftables.ChainTypeFilter, hook: hook(nftables.ChainHookPrerouting),
+			prio: PrioPermit, policy: nftables.ChainPolicyAccept,
+			rules: []rule{r("permit-in").iifname("lo", true).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}},
 	}
-	return cs
 }
 
 // markNot matches a packet whose mark is not exactly m.

@@ -312,9 +312,20 @@ func (h *Handle) RemoveLayer(ctx context.Context) ([]LayerChange, error) {
 	return ch, nil
 }
 
+// unsupported reports that the kernel has no policy routing for the family
+// (a build without IPv6, or without multiple tables): then no rule of the
+// layer can exist, and there is nothing that family could leak through
+// that the layer could stop.
+func unsupported(err error) bool {
+	return errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
 // setLayerRules reconciles the block of one family with want.
 func (h *Handle) setLayerRules(fam Family, want []layerRule) ([]LayerChange, error) {
 	rules, err := h.h.RuleList(int(fam))
+	if unsupported(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s rules: %w", fam, err)
 	}
@@ -421,6 +432,9 @@ func (h *Handle) setHoldRoute(fam Family, src netip.Addr) ([]LayerChange, error)
 	}
 	want := holdRoute(fam, l.Attrs().Index, src)
 	have, err := h.h.RouteListFiltered(int(fam), &netlink.Route{Table: HoldTable}, netlink.RT_FILTER_TABLE)
+	if unsupported(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s table %d: %w", fam, HoldTable, err)
 	}
@@ -467,6 +481,12 @@ func (h *Handle) Layer(ctx context.Context) (LayerState, error) {
 	}
 	for _, fam := range []Family{IPv4, IPv6} {
 		rules, err := h.h.RuleList(int(fam))
+		if unsupported(err) { // nothing of that family is routed at all
+			if fam == IPv6 {
+				st.Stops6 = st.Stops4
+			}
+			continue
+		}
 		if err != nil {
 			return st, fmt.Errorf("listing %s rules: %w", fam, err)
 		}

@@ -17,6 +17,9 @@ import (
 // error) when there is no default route or the device has no address.
 func (h *Handle) DefaultSource(ctx context.Context, fam Family) (netip.Addr, error) {
 	routes, err := h.h.RouteListFiltered(int(fam), &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if unsupported(err) {
+		return netip.Addr{}, nil
+	}
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("listing %s main routes: %w", fam, err)
 	}
@@ -74,6 +77,9 @@ func (h *Handle) Prefixes(ctx context.Context, dev string) ([]netip.Prefix, erro
 // primary before secondary, as the kernel lists them.
 func (h *Handle) globalAddrs(link netlink.Link, fam Family) ([]netip.Prefix, error) {
 	as, err := h.h.AddrList(link, int(fam))
+	if unsupported(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing %s addresses of %s: %w", fam, link.Attrs().Name, err)
 	}

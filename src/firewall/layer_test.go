@@ -438,3 +438,38 @@ func TestRouteLayerKeepsTheKillSwitchClasses(t *testing.T) {
 		t.Errorf("proxy saw %d connections, want the router's and the LAN's", n)
 	}
 }
+
+// The same over IPv6 with the proxy policy: the router's own direct IPv6
+// (cn_direct6) is held, released and re-routed (ip6_route_me_harder) and
+// leaves from the WAN's IPv6 address; LAN IPv6 TCP is proxied.
+func TestRouteLayerIPv6Proxy(t *testing.T) {
+	const domestic6 = "fd00:19::10"
+	tp := newTopoPrefix(t, flushNSPrefix)
+	tp.inet.addAddr("lo", domestic6+"/128")
+	dom := serveTCP(t, tp.inet, "tcp6", "["+domestic6+"]:80", "dom6", false)
+	echo6 := serveTCP(t, tp.inet, "tcp6", "["+echoHost6+"]:80", "echo6", false)
+	proxy6 := serveTCP(t, tp.router, "tcp6", "[::1]:10800", "proxy6", true)
+	tunnelRouting(t, tp.router, route.IPv4, route.IPv6)
+	s := labSpec()
+	s.IPv6 = IPv6Proxy
+	s.CNDirect6 = mustPrefixes("fd00:19::/32")
+	s.Private = mustPrefixes("10.0.0.0/8", "fe80::/10", "ff00::/8") // the lab's fd00::/8 is not private here
+	s.RouteLayer = true
+	apply(t, tp.router, s)
+
+	if got, err := dialTCP(tp.router, "tcp6", "["+domestic6+"]:80", 0); got != "dom6" {
+		t.Fatalf("router's own IPv6 to cn_direct6: %q, %v", got, err)
+	}
+	if c := dom.conns(); len(c) != 1 || !strings.HasPrefix(c[0].remote, "[fd00:2::2]:") {
+		t.Errorf("domestic IPv6 host saw %+v, want the WAN's IPv6 address", c)
+	}
+	if _, err := dialTCP(tp.router, "tcp6", "["+echoHost6+"]:80", 0); err == nil {
+		t.Error("router's unmarked IPv6 to a foreign host passed the kill switch")
+	}
+	if got, err := dialTCP(tp.lan, "tcp6", "["+echoHost6+"]:80", 0); got != "proxy6" {
+		t.Errorf("LAN IPv6 TCP must be proxied: %q, %v", got, err)
+	}
+	if n := len(echo6.conns()) + len(proxy6.conns()); n != 1 {
+		t.Errorf("foreign host %v, proxy %v: want only the LAN's connection, at the proxy", echo6.conns(), proxy6.conns())
+	}
+}

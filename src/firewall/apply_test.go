@@ -44,6 +44,11 @@ func TestApplyMatchesRenderedPlanAndIsIdempotent(t *testing.T) {
 	s = labSpec()
 	s.ProxyDown = true
 	specs["tombstone"] = s
+	s = labSpec()
+	s.RouteLayer = true
+	specs["router-layer"] = s
+	s.Role = RoleLaptop
+	specs["laptop-layer"] = s
 	for name, s := range specs {
 		t.Run(name, func(t *testing.T) {
 			byNFT, byApply := newNS(t, "nft"), newNS(t, "apply")

@@ -52,7 +52,7 @@ func transparent(network, address string, c syscall.RawConn) error {
 }
 
 // serveTCP starts a TCP server in ns; transparent makes it a tproxy target.
-func serveTCP(t *testing.T, ns *testNS, network, addr, tag string, transp bool) *server {
+func serveTCP(t testing.TB, ns *testNS, network, addr, tag string, transp bool) *server {
 	t.Helper()
 	s := &server{tag: tag}
 	var ln net.Listener
@@ -86,7 +86,7 @@ func serveTCP(t *testing.T, ns *testNS, network, addr, tag string, transp bool) 
 }
 
 // serveUDP starts a UDP server in ns answering tag+payload.
-func serveUDP(t *testing.T, ns *testNS, network, addr, tag string, transp bool) *server {
+func serveUDP(t testing.TB, ns *testNS, network, addr, tag string, transp bool) *server {
 	t.Helper()
 	s := &server{tag: tag}
 	var pc net.PacketConn

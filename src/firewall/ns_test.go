@@ -24,9 +24,12 @@ import (
 // dead test processes are swept on start.
 const nsPrefix = "swfwt-"
 
+// flushNSPrefix names the namespaces of the routing layer's flush tests.
+const flushNSPrefix = "flush-"
+
 var nsSeq atomic.Int32
 
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces and nftables tables")
@@ -36,10 +39,10 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func sweepStaleNamespaces() {
+func sweepStaleNamespaces(prefix string) {
 	names, _ := os.ReadDir("/var/run/netns")
 	for _, n := range names {
-		rest, ok := strings.CutPrefix(n.Name(), nsPrefix)
+		rest, ok := strings.CutPrefix(n.Name(), prefix)
 		if !ok {
 			continue
 		}
@@ -55,19 +58,26 @@ func sweepStaleNamespaces() {
 
 // testNS is one named namespace made by the test.
 type testNS struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	h    netns.NsHandle
 	nl   *netlink.Handle
 }
 
-func newNS(t *testing.T, role string) *testNS {
+func newNS(t testing.TB, role string) *testNS {
+	t.Helper()
+	return newNSPrefix(t, nsPrefix, role)
+}
+
+// newNSPrefix is newNS with another name prefix (<prefix><pid>-<n>-<role>).
+func newNSPrefix(t testing.TB, prefix, role string) *testNS {
 	t.Helper()
 	needRoot(t)
 	if nsSeq.Load() == 0 {
-		sweepStaleNamespaces()
+		sweepStaleNamespaces(nsPrefix)
+		sweepStaleNamespaces(flushNSPrefix)
 	}
-	name := fmt.Sprintf("%s%d-%d-%s", nsPrefix, os.Getpid(), nsSeq.Add(1), role)
+	name := fmt.Sprintf("%s%d-%d-%s", prefix, os.Getpid(), nsSeq.Add(1), role)
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -186,7 +196,7 @@ func (n *testNS) nftErr(args ...string) (string, error) {
 }
 
 // veth joins two namespaces with a veth pair.
-func veth(t *testing.T, a *testNS, aName string, b *testNS, bName string, aMAC string) {
+func veth(t testing.TB, a *testNS, aName string, b *testNS, bName string, aMAC string) {
 	t.Helper()
 	la := netlink.NewLinkAttrs()
 	la.Name = aName

@@ -207,7 +207,7 @@ func addVendorUDPTProxy(t *testing.T, ns *testNS) {
 	runNFTScript(t, ns, script)
 }
 
-func runNFTScript(t *testing.T, ns *testNS, script string) {
+func runNFTScript(t testing.TB, ns *testNS, script string) {
 	t.Helper()
 	path := t.TempDir() + "/s.nft"
 	if err := writeFile(path, script); err != nil {

@@ -190,6 +190,12 @@ type Spec struct {
 	// gate; < 0 = the guard is off, no event rule.
 	LoopGuardGate int
 
+	// RouteLayer adds the kill switch's routing layer (permit.go, package
+	// route's layer.go): ip rules that keep unmarked traffic off the WAN
+	// while every nftables table is gone (`fw4 flush`), and the two chains
+	// of the kill switch that release what it judges.
+	RouteLayer bool
+
 	// ProbeSrc are the source addresses of the daemon's LAN probe (probe 7
 	// runs from a namespace on the LAN bridge): their TCP goes to the proxy
 	// even while ProxyDown tombstones everyone else's (probe.go).

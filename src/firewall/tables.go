@@ -212,6 +212,7 @@ func killSwitchTable(s Spec) tableSpec {
 	}
 
 	t.chains = append(t.chains, dnsRouteChain(s))
+	t.chains = append(t.chains, permitChains(s)...) // permit.go
 
 	// postrouting: a tunnel-marked packet must be delivered locally (to the
 	// proxy). If it is about to leave through a real interface, the policy

@@ -29,6 +29,15 @@ func (f *Firewall) Teardown(ctx context.Context, keepKillSwitch bool) (Changes, 
 		return nil, fmt.Errorf("listing tables: %w", err)
 	}
 	var ch Changes
+	if !keepKillSwitch {
+		// The routing layer goes first, while the chains that release
+		// what it holds are still there (permit.go).
+		lc, err := f.removeLayer(ctx)
+		ch = append(ch, lc...)
+		if err != nil {
+			return ch, err
+		}
+	}
 	var vendor *nftables.Table
 	for _, t := range tables {
 		k := tableKey(t.Family, t.Name)

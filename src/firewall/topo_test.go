@@ -32,9 +32,15 @@ type topo struct {
 	lan, router, inet *testNS
 }
 
-func newTopo(t *testing.T) *topo {
+func newTopo(t testing.TB) *topo {
 	t.Helper()
-	tp := &topo{lan: newNS(t, "lan"), router: newNS(t, "rtr"), inet: newNS(t, "inet")}
+	return newTopoPrefix(t, nsPrefix)
+}
+
+// newTopoPrefix is newTopo with another namespace name prefix.
+func newTopoPrefix(t testing.TB, prefix string) *topo {
+	t.Helper()
+	tp := &topo{lan: newNSPrefix(t, prefix, "lan"), router: newNSPrefix(t, prefix, "rtr"), inet: newNSPrefix(t, prefix, "inet")}
 	r := tp.router
 
 	// LAN: the client's eth0 is a port of the router's br-lan bridge.

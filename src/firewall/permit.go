@@ -1,0 +1,181 @@
+package firewall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+
+	"surflare-watchdog/src/route"
+)
+
+// The kill switch's half of the routing layer (Spec.RouteLayer; the ip
+// rules are package route's, docs/killswitch-layers.md). The layer stops
+// every routed packet that carries no permitted mark; these two chains, in
+// the kill switch's own table, give MarkPermit to every packet the kill
+// switch is about to judge. They exist exactly as long as the kill switch
+// does — the same table, the same batch — so when `nft flush ruleset`
+// deletes it, nothing is released any more, and when the guard restores
+// it, everything is judged by it again. MarkPermit buys nothing in the kill
+// switch's own rules, which match the tunnel's and the proxy's marks
+// exactly.
+
+// MarkPermit: see package route.
+const MarkPermit = route.MarkPermit
+
+// PrioPermit: after every chain of the mangle slot that may mark or reroute
+// (the vendor's -150, dns_route's -149, the tproxy's -150, DNS redirection
+// at -100), so the layer sees their decisions; before the kill switch's
+// filter (PrioKillSwitch), which still drops what it does not accept.
+const PrioPermit = PrioKillSwitch - 1
+
+// Chain names of the release chains.
+const (
+	ChainPermitOut = "permit_out"
+	ChainPermitIn  = "permit_in"
+)
+
+// permitChains are the release chains (none without the layer).
+//
+//   - permit_out (route, output): the router's own packets the layer routed
+//     to its hold device get MarkPermit; the kernel re-routes them, and the
+//     layer passes them on to the main table (or whatever comes after it).
+//     The tunnel's and the proxy's exact marks are left alone here too: a
+//     chain sees the device of the route the packet had when the hook
+//     began, so a packet the vendor's chain has already re-routed to the
+//     tunnel still shows the hold device.
+//   - permit_in (filter, prerouting): every packet that comes in from an
+//     interface gets MarkPermit unless it carries the tunnel's or the
+//     proxy's exact mark, which must stay exact. Routing comes after
+//     prerouting, so no re-route is needed; forward then judges it (a
+//     laptop has no forward chain: what it forwards for its containers or
+//     VMs passes while the kill switch is there, as without the layer).
+func permitChains(s Spec) []chainSpec {
+	if !s.RouteLayer {
+		return nil
+	}
+	r := func(id string) *ruleBuilder { return newRule(famInet, id) }
+	return []chainSpec{
+		{name: ChainPermitOut, typ: nftables.ChainTypeRoute, hook: hook(nftables.ChainHookOutput),
+			prio: PrioPermit, policy: nftables.ChainPolicyAccept,
+			rules: []rule{r("permit-held").oifname(route.HoldDevice, false).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}},
+		{name: ChainPermitIn, typ: nftables.ChainTypeFilter, hook: hook(nftables.ChainHookPrerouting),
+			prio: PrioPermit, policy: nftables.ChainPolicyAccept,
+			rules: []rule{r("permit-in").iifname("lo", true).markNot(MarkTunnel).markNot(MarkDirect).orMark(MarkPermit).done()}},
+	}
+}
+
+// markNot matches a packet whose mark is not exactly m.
+func (b *ruleBuilder) markNot(m uint32) *ruleBuilder {
+	return b.add(fmt.Sprintf("meta mark != 0x%08x", m), metaLoad(expr.MetaKeyMARK), cmpNeq(binaryutil.NativeEndian.PutUint32(m)))
+}
+
+// orMark sets the bits of m in the packet mark and keeps the others (other
+// packages' marks, mwan3's among them, stay as they are).
+func (b *ruleBuilder) orMark(m uint32) *ruleBuilder {
+	return b.add(fmt.Sprintf("meta mark set meta mark | 0x%08x", m),
+		metaLoad(expr.MetaKeyMARK),
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(^m), Xor: binaryutil.NativeEndian.PutUint32(m)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1})
+}
+
+// syncLayer installs the layer when s asks for it and removes it when it
+// does not. Apply calls it after the batch when installing (the release
+// chains are in place before anything is held) and before it when removing
+// (nothing stays held for want of them).
+func (f *Firewall) syncLayer(ctx context.Context, s Spec) (Changes, error) {
+	h, err := f.routeHandle()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	var lc []route.LayerChange
+	if s.RouteLayer {
+		ls, err := layerSpec(ctx, h, s)
+		if err != nil {
+			return nil, err
+		}
+		lc, err = h.SetLayer(ctx, ls)
+		if err != nil {
+			return layerChanges(lc), fmt.Errorf("kill switch routing layer: %w", err)
+		}
+	} else if lc, err = h.RemoveLayer(ctx); err != nil {
+		return layerChanges(lc), fmt.Errorf("removing the kill switch routing layer: %w", err)
+	}
+	return layerChanges(lc), nil
+}
+
+// layerSpec is the layer for s, with the facts only the kernel knows: the
+// LAN's prefixes and the WAN's source addresses.
+func layerSpec(ctx context.Context, h *route.Handle, s Spec) (route.LayerSpec, error) {
+	ls := route.LayerSpec{Private: layerPrivate(s)}
+	if s.router() {
+		ls.LANIf = s.LANIf
+		lan, err := h.Prefixes(ctx, s.LANIf)
+		var nf netlink.LinkNotFoundError
+		if err != nil && !errors.As(err, &nf) { // no LAN yet: nothing to permit there
+			return ls, err
+		}
+		ls.LAN = lan
+		ls.Bypass = append(bypassAddrs(s, false), bypassAddrs(s, true)...)
+	}
+	var err error
+	if ls.HoldSrc4, err = h.DefaultSource(ctx, route.IPv4); err != nil {
+		return ls, err
+	}
+	if ls.HoldSrc6, err = h.DefaultSource(ctx, route.IPv6); err != nil {
+		return ls, err
+	}
+	return ls, nil
+}
+
+// linkLocal6 is the IPv6 the router's own traffic may always reach when
+// IPv6 is blocked: its links (the kill switch lets the LAN and IPv6 link
+// control through, and link-local never leaves the link).
+var linkLocal6 = netip.MustParsePrefix("fe80::/10")
+
+// layerPrivate are the private destinations the layer lets the router's
+// own traffic reach: the kill switch's, less IPv6 beyond the link when it
+// blocks IPv6 (its out-block-v6 comes before out-private).
+func layerPrivate(s Spec) []netip.Prefix {
+	if s.IPv6 == IPv6Proxy {
+		return s.Private
+	}
+	out := []netip.Prefix{linkLocal6}
+	for _, p := range s.Private {
+		if p.Addr().Is4() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func layerChanges(lc []route.LayerChange) Changes {
+	var ch Changes
+	for _, c := range lc {
+		ch = append(ch, Change{Table: "routing layer " + c.Family.String(), Action: c.What})
+	}
+	return ch
+}
+
+// RouteLayer reports what the kernel holds of the routing layer (for
+// `firewall status`).
+func (f *Firewall) RouteLayer(ctx context.Context) (route.LayerState, error) {
+	h, err := f.routeHandle()
+	if err != nil {
+		return route.LayerState{}, err
+	}
+	defer h.Close()
+	return h.Layer(ctx)
+}
+
+// removeLayer is Teardown's: the layer goes with the kill switch.
+func (f *Firewall) removeLayer(ctx context.Context) (Changes, error) {
+	return f.syncLayer(ctx, Spec{})
+}

@@ -125,6 +125,7 @@ type Main struct {
 	DegradedInterval  time.Duration // between health checks after a failure
 	FailThreshold     int           // consecutive failed checks before a reconnect
 	HeartbeatInterval time.Duration // "VPN healthy: exit=US" log line; 0 = never
+	IdleProbeInterval time.Duration // one request through an idle tunnel this often; 0 = never (docs/idle-probe.md)
 
 	StormCooldown   time.Duration // pause after every candidate failed
 	ReconnectWindow time.Duration // reconnect rate limit: at most ReconnectLimit per window
@@ -138,6 +139,7 @@ type Main struct {
 
 	FailOpen        bool // after repeated login failure, open the kill switch (default: stay closed)
 	StrictDirect    bool // the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go)
+	RouteLayer      bool // ip rules that keep unmarked traffic off the WAN while nftables is empty (fw4 flush; default on; docs/killswitch-layers.md)
 	IPv6            IPv6Policy
 	ExpectedCountry string // exit country of a healthy tunnel
 	DomesticCountry string // exit country that means traffic left without the tunnel
@@ -315,6 +317,7 @@ func Default() *Config {
 			DegradedInterval:        10 * time.Second,
 			FailThreshold:           4,
 			HeartbeatInterval:       600 * time.Second,
+			IdleProbeInterval:       10 * time.Second,
 			StormCooldown:           600 * time.Second,
 			ReconnectWindow:         600 * time.Second,
 			ReconnectLimit:          6,
@@ -325,6 +328,7 @@ func Default() *Config {
 			ProbeTimeout:            5 * time.Second,
 			FailOpen:                false,
 			StrictDirect:            true,
+			RouteLayer:              true,
 			IPv6:                    IPv6Block,
 			ExpectedCountry:         "US",
 			DomesticCountry:         "CN",

@@ -38,6 +38,8 @@ config surflare 'main'
 	option probe_timeout '2'
 	option fail_open 'yes'
 	option strict_direct '0'
+	option route_layer '0'
+	option idle_probe_interval '30'
 	option ipv6 'proxy'
 	option expected_country 'JP'
 	option domestic_country 'RU'
@@ -157,8 +159,9 @@ func everyOptionWant() *Config {
 		HeartbeatInterval: 0, StormCooldown: 15 * time.Minute, ReconnectWindow: time.Hour,
 		ReconnectLimit: 0, CascadeAfter: 3, ConnectLocalTimeout: 15 * time.Second,
 		ConnectDataplaneTimeout: 45 * time.Second, DomesticConfirm: 1500 * time.Millisecond,
-		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, IPv6: IPv6Proxy,
-		ExpectedCountry: "JP", DomesticCountry: "RU", Username: "user@example.org",
+		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, RouteLayer: false, IPv6: IPv6Proxy,
+		IdleProbeInterval: 30 * time.Second,
+		ExpectedCountry:   "JP", DomesticCountry: "RU", Username: "user@example.org",
 		LANInterface: "br-home", WANDevice: "pppoe-wan", WANInterfaces: []string{"wan_4g"}, TransitCandidates: []string{"Osaka"},
 		LANSubnets: []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24"), netip.MustParsePrefix("fd00:1::/64")},
 		Private:    []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")},

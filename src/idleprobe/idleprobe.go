@@ -1,4 +1,4 @@
-// Package heartbeat sends one small request through an idle tunnel every
+// Package idleprobe sends one small request through an idle tunnel every
 // Interval, so a node that dies while nobody uses it is found within one
 // interval, not at the vendor's next urltest (every 3 minutes in stock
 // sing-box) or the next full health check.
@@ -8,8 +8,8 @@
 // busy tunnel is watched by its own failed connections (package connfail),
 // and a request of ours would add nothing but load. A miss is not a verdict:
 // it asks the engine for a confirming check, which alone decides. The
-// default interval and its cost are argued in docs/heartbeat.md.
-package heartbeat
+// default interval and its cost are argued in docs/idle-probe.md.
+package idleprobe
 
 import (
 	"context"
@@ -29,7 +29,7 @@ const (
 
 // Options configure Run.
 type Options struct {
-	// Interval between beats; 0 turns the heartbeat off.
+	// Interval between beats; 0 turns the idle probe off.
 	Interval time.Duration
 	// Timeout of one beat (DefaultTimeout when 0).
 	Timeout time.Duration

@@ -19,6 +19,10 @@ const (
 	IfISP      = "isp0"      // internet: the ISP's end of pppoe-wan
 	IfClient   = "eth0"      // each LAN client's only interface
 	bridgePort = "lan-p"     // router: bridge port to client i is lan-p<i>
+	// On the OpenWrt router (Options.OpenWrt) the clients' bridge is
+	// IfLANSwitch and br-lan is a veth whose peer IfLANUplink is its port.
+	IfLANSwitch = "lan-sw"
+	IfLANUplink = "lan-up"
 )
 
 // Client is one LAN host: a namespace of its own with one veth into br-lan.
@@ -91,17 +95,48 @@ func (l *Lab) buildTopology() error {
 	}
 	defer hi.Close()
 
-	// Router LAN side.
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: IfLAN}}
-	if err := hr.LinkAdd(br); err != nil {
-		return fmt.Errorf("adding %s: %w", IfLAN, err)
+	// Router LAN side: the clients' ports join the bridge br-lan. On the
+	// OpenWrt router netifd gives the router its addresses and routes
+	// (BoxNetworkConfig) and the lab only makes the links; netifd cannot
+	// take over a bridge it did not make, so there the clients' bridge is
+	// lan-sw, a switch the router's br-lan (a veth) is plugged into.
+	lanAddrs := []netip.Prefix{pfx(LANRouter, LANNet), pfx(LANRouter6, LANNet6)}
+	wanAddrs := []netip.Prefix{pfx(WANRouter, WANNet), pfx(WANRouter6, WANNet6)}
+	bridge := IfLAN
+	if l.openwrt {
+		lanAddrs, wanAddrs, bridge = nil, nil, IfLANSwitch
 	}
-	if err := setUp(hr, IfLAN, pfx(LANRouter, LANNet), pfx(LANRouter6, LANNet6)); err != nil {
+	if err := hr.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}); err != nil {
+		return fmt.Errorf("adding %s: %w", bridge, err)
+	}
+	if err := setUp(hr, bridge); err != nil {
 		return err
 	}
-	brLink, err := hr.LinkByName(IfLAN)
+	brLink, err := hr.LinkByName(bridge)
 	if err != nil {
-		return fmt.Errorf("finding %s: %w", IfLAN, err)
+		return fmt.Errorf("finding %s: %w", bridge, err)
+	}
+	if l.openwrt {
+		up := &netlink.Veth{
+			LinkAttrs: netlink.LinkAttrs{Name: IfLAN},
+			PeerName:  IfLANUplink,
+		}
+		if err := hr.LinkAdd(up); err != nil {
+			return fmt.Errorf("adding %s: %w", IfLAN, err)
+		}
+		peer, err := hr.LinkByName(IfLANUplink)
+		if err != nil {
+			return fmt.Errorf("finding %s: %w", IfLANUplink, err)
+		}
+		if err := hr.LinkSetMaster(peer, brLink); err != nil {
+			return fmt.Errorf("plugging %s into %s: %w", IfLANUplink, bridge, err)
+		}
+		if err := setUp(hr, IfLANUplink); err != nil {
+			return err
+		}
+	}
+	if err := setUp(hr, IfLAN, lanAddrs...); err != nil {
+		return err
 	}
 	for i, c := range l.clients {
 		if err := l.wireClient(hr, brLink, i, c); err != nil {
@@ -109,7 +144,39 @@ func (l *Lab) buildTopology() error {
 		}
 	}
 
-	// WAN: router pppoe-wan <-> internet isp0.
+	if err := l.wireWAN(hr, hi, wanAddrs); err != nil {
+		return err
+	}
+	if err := setUp(hr, "lo"); err != nil {
+		return err
+	}
+	if !l.openwrt {
+		if err := defaultRoutes(hr, IfWAN, WANGateway, WANGw6); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
+	}
+
+	// Internet side: every internet host is an address on lo (this kernel has no dummy
+	// driver); services bind to their own address.
+	var hosts []netip.Prefix
+	for _, a := range InternetHosts() {
+		hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
+	}
+	if err := setUp(hi, "lo", hosts...); err != nil {
+		return err
+	}
+	return nil
+}
+
+// wireWAN makes the WAN link: router pppoe-wan (with addrs) <-> internet
+// isp0, with the internet's addresses and route on isp0. A link left from
+// before is replaced.
+func (l *Lab) wireWAN(hr, hi *netlink.Handle, addrs []netip.Prefix) error {
+	if old, err := hr.LinkByName(IfWAN); err == nil {
+		if err := hr.LinkDel(old); err != nil {
+			return fmt.Errorf("removing %s: %w", IfWAN, err)
+		}
+	}
 	wan := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: IfWAN},
 		PeerName:      IfISP,
@@ -118,27 +185,10 @@ func (l *Lab) buildTopology() error {
 	if err := hr.LinkAdd(wan); err != nil {
 		return fmt.Errorf("adding %s: %w", IfWAN, err)
 	}
-	if err := setUp(hr, IfWAN, pfx(WANRouter, WANNet), pfx(WANRouter6, WANNet6)); err != nil {
+	if err := setUp(hr, IfWAN, addrs...); err != nil {
 		return err
 	}
-	if err := setUp(hr, "lo"); err != nil {
-		return err
-	}
-	if err := defaultRoutes(hr, IfWAN, WANGateway, WANGw6); err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
-
-	// Internet side.
 	if err := setUp(hi, IfISP, pfx(WANGateway, WANNet), pfx(WANGw6, WANNet6)); err != nil {
-		return err
-	}
-	// Every internet host is an address on lo (this kernel has no dummy
-	// driver); services bind to their own address.
-	var hosts []netip.Prefix
-	for _, a := range InternetHosts() {
-		hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
-	}
-	if err := setUp(hi, "lo", hosts...); err != nil {
 		return err
 	}
 	// IPv6 is routed, not NATed (as on OpenWrt with a delegated prefix), so

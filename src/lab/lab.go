@@ -149,6 +149,7 @@ func newLab(o Options) (*Lab, error) {
 		log:       log.With("subsystem", "lab", "lab", o.Prefix),
 		ns:        map[string]netns.NsHandle{},
 		blackhole: map[string]bool{},
+		openwrt:   o.OpenWrt != nil,
 	}
 	for i := range o.Clients {
 		mac, _ := net.ParseMAC(ClientMAC(i))
@@ -189,7 +190,6 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 		l.ns[r] = hs[i]
 	}
 	l.sets = o.Set
-	l.openwrt = o.OpenWrt != nil
 	if err := l.buildTopology(); err != nil {
 		return fmt.Errorf("building topology: %w", err)
 	}
@@ -227,6 +227,9 @@ func (l *Lab) roles() []string {
 	var r []string
 	for _, c := range l.clients {
 		r = append(r, c.Role)
+	}
+	if l.openwrt {
+		r = append(r, RoleSwitch)
 	}
 	return append(r, RoleRouter, RoleInternet)
 }

@@ -20,7 +20,8 @@ const (
 	IfClient   = "eth0"      // each LAN client's only interface
 	bridgePort = "lan-p"     // router: bridge port to client i is lan-p<i>
 	// On the OpenWrt router (Options.OpenWrt) the clients' bridge is
-	// IfLANSwitch and br-lan is a veth whose peer IfLANUplink is its port.
+	// IfLANSwitch in the RoleSwitch namespace, and br-lan is a veth whose
+	// peer IfLANUplink is its port.
 	IfLANSwitch = "lan-sw"
 	IfLANUplink = "lan-up"
 )
@@ -53,6 +54,13 @@ var (
 		"net.ipv4.conf.all.rp_filter":      "0",
 		"net.ipv4.conf.default.rp_filter":  "0",
 	}
+	// The LAN switch of the OpenWrt router: a plain bridge (see
+	// sysctlRouter on br_netfilter).
+	sysctlSwitch = map[string]string{
+		"net.bridge.bridge-nf-call-iptables":  "0",
+		"net.bridge.bridge-nf-call-ip6tables": "0",
+		"net.bridge.bridge-nf-call-arptables": "0",
+	}
 	sysctlRouter = map[string]string{
 		"net.ipv4.ip_forward":          "1",
 		"net.ipv6.conf.all.forwarding": "1",
@@ -83,6 +91,11 @@ func (l *Lab) buildTopology() error {
 	if err := sysctl(l.ns[RoleRouter], sysctlRouter); err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
+	if l.openwrt {
+		if err := sysctl(l.ns[RoleSwitch], sysctlSwitch); err != nil {
+			return fmt.Errorf("%s: %w", RoleSwitch, err)
+		}
+	}
 
 	hr, err := netlink.NewHandleAt(l.ns[RoleRouter])
 	if err != nil {
@@ -97,41 +110,48 @@ func (l *Lab) buildTopology() error {
 
 	// Router LAN side: the clients' ports join the bridge br-lan. On the
 	// OpenWrt router netifd gives the router its addresses and routes
-	// (BoxNetworkConfig) and the lab only makes the links; netifd cannot
-	// take over a bridge it did not make, so there the clients' bridge is
-	// lan-sw, a switch the router's br-lan (a veth) is plugged into.
+	// (BoxNetworkConfig) and the lab only makes the links. netifd can
+	// neither take over a bridge it did not make nor leave the ports of
+	// one in its namespace alone (it unplugs them when it starts), so
+	// there the clients' bridge is lan-sw in a namespace of its own (the
+	// LAN switch), and the router's br-lan is a veth plugged into it.
 	lanAddrs := []netip.Prefix{pfx(LANRouter, LANNet), pfx(LANRouter6, LANNet6)}
 	wanAddrs := []netip.Prefix{pfx(WANRouter, WANNet), pfx(WANRouter6, WANNet6)}
-	bridge := IfLAN
+	hsw, bridge := hr, IfLAN
 	if l.openwrt {
 		lanAddrs, wanAddrs, bridge = nil, nil, IfLANSwitch
+		if hsw, err = netlink.NewHandleAt(l.ns[RoleSwitch]); err != nil {
+			return fmt.Errorf("netlink in %s: %w", RoleSwitch, err)
+		}
+		defer hsw.Close()
 	}
-	if err := hr.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}); err != nil {
+	if err := hsw.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}); err != nil {
 		return fmt.Errorf("adding %s: %w", bridge, err)
 	}
-	if err := setUp(hr, bridge); err != nil {
+	if err := setUp(hsw, bridge); err != nil {
 		return err
 	}
-	brLink, err := hr.LinkByName(bridge)
+	brLink, err := hsw.LinkByName(bridge)
 	if err != nil {
 		return fmt.Errorf("finding %s: %w", bridge, err)
 	}
 	if l.openwrt {
 		up := &netlink.Veth{
-			LinkAttrs: netlink.LinkAttrs{Name: IfLAN},
-			PeerName:  IfLANUplink,
+			LinkAttrs:     netlink.LinkAttrs{Name: IfLAN},
+			PeerName:      IfLANUplink,
+			PeerNamespace: netlink.NsFd(int(l.ns[RoleSwitch])),
 		}
 		if err := hr.LinkAdd(up); err != nil {
 			return fmt.Errorf("adding %s: %w", IfLAN, err)
 		}
-		peer, err := hr.LinkByName(IfLANUplink)
+		peer, err := hsw.LinkByName(IfLANUplink)
 		if err != nil {
 			return fmt.Errorf("finding %s: %w", IfLANUplink, err)
 		}
-		if err := hr.LinkSetMaster(peer, brLink); err != nil {
+		if err := hsw.LinkSetMaster(peer, brLink); err != nil {
 			return fmt.Errorf("plugging %s into %s: %w", IfLANUplink, bridge, err)
 		}
-		if err := setUp(hr, IfLANUplink); err != nil {
+		if err := setUp(hsw, IfLANUplink); err != nil {
 			return err
 		}
 	}
@@ -139,7 +159,7 @@ func (l *Lab) buildTopology() error {
 		return err
 	}
 	for i, c := range l.clients {
-		if err := l.wireClient(hr, brLink, i, c); err != nil {
+		if err := l.wireClient(hsw, brLink, i, c); err != nil {
 			return err
 		}
 	}
@@ -208,7 +228,8 @@ func (l *Lab) wireWAN(hr, hi *netlink.Handle, addrs []netip.Prefix) error {
 	return nil
 }
 
-// wireClient creates client i's veth (router end enslaved to br-lan) and
+// wireClient creates client i's veth (the end in hr's namespace enslaved to
+// br, the router's br-lan or the OpenWrt router's LAN switch) and
 // configures the client's address, MAC and default routes.
 func (l *Lab) wireClient(hr *netlink.Handle, br netlink.Link, i int, c Client) error {
 	port := fmt.Sprintf("%s%d", bridgePort, i)

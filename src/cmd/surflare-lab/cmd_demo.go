@@ -35,6 +35,7 @@ func runDemo(ctx context.Context, args []string) int {
 	noTour := fs.Bool("no-tour", false, "skip the scripted fault tour")
 	webPort := fs.Int("web-port", lab.LabWebPort, "host port (127.0.0.1) for the daemon's web UI; 0 = any free port")
 	every := fs.Duration("every", time.Second, "how often the LAN client fetches the IP-echo host")
+	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -42,7 +43,7 @@ func runDemo(ctx context.Context, args []string) int {
 		return exitFailure
 	}
 	fmt.Println("building the lab binaries and bringing the lab up …")
-	l, err := lab.Up(ctx, lab.Options{Set: sets})
+	l, err := lab.Up(ctx, lab.Options{Set: sets, OpenWrt: openwrtOption(*openwrt)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
 		return exitFailure

@@ -62,6 +62,7 @@ type Box struct {
 	NetNS string // the network namespace it runs in
 	PID   int    // its PID 1, as a host PID
 	opts  Options
+	saved string // syslog kept by the last Shutdown
 }
 
 // Boot starts the box in netns (which must exist) and waits until procd
@@ -114,6 +115,14 @@ func (b *Box) Shutdown(ctx context.Context) error {
 		return err
 	}
 	b.PID = 0
+	// shutdown.sh keeps the syslog and console log beside the box's run
+	// directory; keep them here instead, so nothing is left behind.
+	base := filepath.Join("/run/owrtbox", b.NetNS)
+	if data, err := os.ReadFile(base + ".log"); err == nil {
+		b.saved = string(data)
+	}
+	_ = os.Remove(base + ".log")
+	_ = os.Remove(base + ".console.log")
 	return nil
 }
 
@@ -134,12 +143,9 @@ func (b *Box) Reboot(ctx context.Context) error {
 	return b.boot(ctx)
 }
 
-// Log is the box's syslog as shutdown.sh keeps it after the box stopped
+// SavedLog is the box's syslog as it was when the last Shutdown began
 // (logd's buffer dies with the box).
-func (b *Box) SavedLog() string {
-	data, _ := os.ReadFile(filepath.Join("/run/owrtbox", b.NetNS+".log"))
-	return string(data)
-}
+func (b *Box) SavedLog() string { return b.saved }
 
 // Result is what one command in the box did.
 type Result struct {

@@ -146,13 +146,16 @@ func (l *Lab) bootOpenWrt(ctx context.Context, o Options) error {
 		ipks = m
 	}
 	t0 := time.Now()
-	b, err := owrtbox.Boot(ctx, dir, l.NSName(RoleRouter), owrtbox.Options{Root: ow.Root})
+	// The lab directory is bound in at every boot, before the services
+	// start: the daemon started at boot (S21) runs the fakes from it.
+	bind := func(b *owrtbox.Box) error { return b.BindIn(l.Dir, l.Dir) }
+	b, err := owrtbox.Boot(ctx, dir, l.NSName(RoleRouter), owrtbox.Options{Root: ow.Root, OnStart: bind})
 	if err != nil {
 		return err
 	}
 	l.box = b
 	l.log.Info("OpenWrt router booted", "pid", b.PID, "took", time.Since(t0).Round(time.Millisecond))
-	if err := l.SetupBox(ctx); err != nil {
+	if err := l.setupBox(ctx); err != nil {
 		return err
 	}
 	if ow.NoInstall {
@@ -165,17 +168,12 @@ func (l *Lab) bootOpenWrt(ctx context.Context, o Options) error {
 	return err
 }
 
-// SetupBox makes a freshly booted box the lab's router: the lab directory
-// bound in, the network config applied through reload_config (as a user's
-// edit is) with lan and wan up, the fakes in place of the vendor client,
-// the daemon's config and the account password. A test that reboots the
-// box calls it again only for what a reboot loses (the bind mount:
-// BindLabDir).
-func (l *Lab) SetupBox(ctx context.Context) error {
+// setupBox makes a freshly booted box the lab's router: the network config
+// applied through reload_config (as a user's edit is) with lan and wan up,
+// the fakes in place of the vendor client, the daemon's config and the
+// account password.
+func (l *Lab) setupBox(ctx context.Context) error {
 	b := l.box
-	if err := l.BindLabDir(); err != nil {
-		return err
-	}
 	if err := b.WriteFile("/etc/config/network", []byte(BoxNetworkConfig()), 0o644); err != nil {
 		return err
 	}
@@ -207,9 +205,6 @@ func (l *Lab) SetupBox(ctx context.Context) error {
 	}
 	return b.WriteFile("/etc/surflare/credentials", []byte("password="+fakes.LabPassword+"\n"), 0o600)
 }
-
-// BindLabDir makes the lab directory visible in the box at its own path.
-func (l *Lab) BindLabDir() error { return l.box.BindIn(l.Dir, l.Dir) }
 
 // WaitBoxInterfaces waits until netifd reports every named interface up.
 func (l *Lab) WaitBoxInterfaces(ctx context.Context, timeout time.Duration, ifaces ...string) error {

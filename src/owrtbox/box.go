@@ -54,6 +54,11 @@ type Options struct {
 	// the shipped root under a fresh RAM overlay: a factory-fresh first
 	// boot every time. See CopyRoot.
 	Root string
+	// OnStart, if set, runs at every boot (Boot, Reboot, Start) as soon as
+	// the box's PID 1 has mounted its /tmp, seconds before the rc.d
+	// scripts start services: the moment to bind host directories in that
+	// a service started at boot needs (BindIn; a bind dies with the box).
+	OnStart func(*Box) error
 }
 
 // Box is a running box in a named network namespace.
@@ -76,8 +81,9 @@ func Boot(ctx context.Context, dir, netns string, o Options) (*Box, error) {
 }
 
 func (b *Box) boot(ctx context.Context) error {
-	args := []string{b.NetNS, "--wait", strconv.Itoa(bootWait)}
-	cmd := exec.CommandContext(ctx, filepath.Join(b.Dir, "boot.sh"), args...)
+	// boot.sh without its own wait, so OnStart runs before the services;
+	// the wait for "- init complete -" is then ours.
+	cmd := exec.CommandContext(ctx, filepath.Join(b.Dir, "boot.sh"), b.NetNS, "--wait", "0")
 	cmd.Env = os.Environ()
 	if b.opts.Root != "" {
 		cmd.Args = append(cmd.Args, "--persist")
@@ -91,20 +97,57 @@ func (b *Box) boot(ctx context.Context) error {
 		_ = b.shutdown(context.Background())
 		return fmt.Errorf("booting the box in %s: %w: %s", b.NetNS, err, strings.TrimSpace(stderr.String()))
 	}
-	if s := strings.TrimSpace(stderr.String()); s != "" {
-		_ = b.shutdown(context.Background())
-		return fmt.Errorf("booting the box in %s: %s", b.NetNS, s)
-	}
 	fields := strings.Fields(string(out))
 	if len(fields) == 0 {
-		return fmt.Errorf("booting the box in %s: boot.sh printed no PID", b.NetNS)
+		_ = b.shutdown(context.Background())
+		return fmt.Errorf("booting the box in %s: boot.sh printed no PID: %s", b.NetNS, strings.TrimSpace(stderr.String()))
 	}
 	pid, err := strconv.Atoi(fields[len(fields)-1])
 	if err != nil {
+		_ = b.shutdown(context.Background())
 		return fmt.Errorf("booting the box in %s: boot.sh printed %q, not a PID", b.NetNS, out)
 	}
 	b.PID = pid
+	fail := func(err error) error {
+		_ = b.shutdown(context.Background())
+		b.PID = 0
+		return fmt.Errorf("booting the box in %s: %w", b.NetNS, err)
+	}
+	if b.opts.OnStart != nil {
+		if err := b.waitTmp(ctx); err != nil {
+			return fail(err)
+		}
+		if err := b.opts.OnStart(b); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := b.WaitFor(ctx, bootWait*time.Second, `logread -e "init complete" | grep -q "init complete"`); err != nil {
+		return fail(err)
+	}
 	return nil
+}
+
+// waitTmp waits until the box's PID 1 has mounted /tmp (procd does it
+// first thing).
+func (b *Box) waitTmp(ctx context.Context) error {
+	deadline := time.Now().Add(bootWait * time.Second)
+	for time.Now().Before(deadline) {
+		data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(b.PID), "mountinfo"))
+		if err != nil {
+			return fmt.Errorf("the box's PID 1 is gone: %w", err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[4] == "/tmp" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return errors.New("the box never mounted /tmp")
 }
 
 // Shutdown stops the box cleanly (procd's poweroff: the K* scripts run).
@@ -139,6 +182,15 @@ func (b *Box) shutdown(ctx context.Context) error {
 func (b *Box) Reboot(ctx context.Context) error {
 	if err := b.Shutdown(ctx); err != nil {
 		return err
+	}
+	return b.Start(ctx)
+}
+
+// Start boots a box that was shut down again, from the same root (a power
+// cycle in two steps: what happens in between is the caller's).
+func (b *Box) Start(ctx context.Context) error {
+	if b.PID != 0 {
+		return fmt.Errorf("the box in %s is running (pid %d)", b.NetNS, b.PID)
 	}
 	return b.boot(ctx)
 }

@@ -60,37 +60,25 @@ func (b *Box) BindIn(hostDir, boxDir string) error {
 	return nil
 }
 
-// CopyRoot makes a private copy of the box's root file system under dir
-// and returns its path, for Options.Root: a box booted from it keeps its
+// UnpackRoot unpacks the box's shipped root file system under dir and
+// returns its path, for Options.Root: a box booted from it keeps its
 // packages and configuration across Reboot, as a router's overlay does.
-// The caller removes dir. It boots nothing: the shipped root is unpacked
-// (once per machine) by boot.sh, so a box must have booted before.
-func CopyRoot(ctx context.Context, boxDir, dir string) (string, error) {
-	src, err := unpackedRoot(boxDir)
-	if err != nil {
-		return "", err
-	}
-	dst := filepath.Join(dir, "root")
-	out, err := exec.CommandContext(ctx, "cp", "-a", src, dst).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("copying the box's root: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return dst, nil
-}
-
-// unpackedRoot finds the root boot.sh unpacked from root.tar.gz (its name
-// carries the archive's checksum) or the box's own root/ directory.
-func unpackedRoot(boxDir string) (string, error) {
+// The caller removes dir.
+func UnpackRoot(ctx context.Context, boxDir, dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(boxDir, "root", "sbin", "init")); err == nil {
-		return filepath.Join(boxDir, "root"), nil
+		out, err := exec.CommandContext(ctx, "cp", "-a", filepath.Join(boxDir, "root"), dir).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("copying the box's root: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return filepath.Join(dir, "root"), nil
 	}
-	out, err := exec.Command("sh", "-c", `cksum < "$1" | cut -d' ' -f1`, "sh", filepath.Join(boxDir, "root.tar.gz")).Output()
+	out, err := exec.CommandContext(ctx, "tar", "--numeric-owner", "-xpzf", filepath.Join(boxDir, "root.tar.gz"), "-C", dir).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("checksum of the box's root archive: %w", err)
+		return "", fmt.Errorf("unpacking the box's root: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	root := filepath.Join("/run/owrtbox", "root-"+strings.TrimSpace(string(out)))
+	root := filepath.Join(dir, "root")
 	if _, err := os.Stat(filepath.Join(root, "sbin", "init")); err != nil {
-		return "", fmt.Errorf("the box's root is not unpacked at %s (boot a box once first): %w", root, err)
+		return "", fmt.Errorf("unpacking the box's root: no root/sbin/init in root.tar.gz: %w", err)
 	}
 	return root, nil
 }

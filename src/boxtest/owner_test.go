@@ -384,7 +384,7 @@ func testFW4(t *testing.T, ctx context.Context, l *lab.Lab) {
 			sh(t, ctx, l, "/etc/init.d/firewall start")
 		}
 	}
-	t.Logf("fw4 action while LAN and router send (every %s)            leaked packets   tables back after", trafficEvery)
+	t.Logf("fw4 action while LAN and router send (fetches every %s, UDP every %s)   leaked packets   tables back after", trafficEvery, floodEvery)
 	for _, r := range rows {
 		t.Logf("  %-55s %6d   %s  %s", r.action, r.leaks.Total(), r.back.Round(10*time.Millisecond), r.leaks)
 	}

@@ -2,9 +2,14 @@ package boxtest
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/vishvananda/netns"
 
 	"surflare-watchdog/src/lab"
 )
@@ -15,17 +20,46 @@ import (
 // switch meets fresh unmarked packets).
 const trafficEvery = 20 * time.Millisecond
 
+// floodEvery is the period of the UDP datagrams the router and the LAN
+// client send besides (1000 per second each): a gap of a few milliseconds
+// in the kill switch, which a fetch every 20 ms could miss, meets them.
+const floodEvery = time.Millisecond
+
 // traffic keeps the LAN and the router sending until stop.
 type traffic struct {
 	cancel           context.CancelFunc
 	wg               sync.WaitGroup
 	lanOK, routerOK  atomic.Int64
 	lanErr, routerEr atomic.Int64
+	datagrams        atomic.Int64
 }
 
 func startTraffic(ctx context.Context, l *lab.Lab) *traffic {
 	ctx, cancel := context.WithCancel(ctx)
 	t := &traffic{cancel: cancel}
+	for _, role := range []string{lab.RoleRouter, lab.RoleLAN} {
+		c, err := udpFrom(l, role, fmt.Sprintf("%s:9", lab.IPEcho[0]))
+		if err != nil {
+			continue // the fetches still run; the flood is extra
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			defer c.Close()
+			tick := time.NewTicker(floodEvery)
+			defer tick.Stop()
+			for {
+				if _, err := c.Write([]byte("surflare-box-test")); err == nil {
+					t.datagrams.Add(1)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -63,4 +97,29 @@ func startTraffic(ctx context.Context, l *lab.Lab) *traffic {
 func (t *traffic) stop() {
 	t.cancel()
 	t.wg.Wait()
+}
+
+// udpFrom opens a UDP socket in role's namespace "connected" to addr. The
+// socket stays in that namespace; the thread that made it is discarded.
+func udpFrom(l *lab.Lab, role, addr string) (net.Conn, error) {
+	ns, err := l.NS(role)
+	if err != nil {
+		return nil, err
+	}
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with us
+		if err := netns.Set(ns); err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		c, err := net.Dial("udp", addr)
+		ch <- res{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
 }

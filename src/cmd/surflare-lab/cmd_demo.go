@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -67,7 +68,11 @@ func runDemo(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "surflare-lab demo: web UI relay: %v (try --web-port 0)\n", err)
 			return exitFailure
 		}
-		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), l.LogPath(lab.DaemonName))
+		where := l.LogPath(lab.DaemonName)
+		if b := l.Box(); b != nil {
+			where = "logread in the OpenWrt router: " + filepath.Join(b.Dir, "enter.sh") + " " + b.NetNS + " logread -f"
+		}
+		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), where)
 		fmt.Printf("web UI: http://%s/  (relayed into the router namespace, not routed)\n", ln.Addr())
 	} else {
 		fmt.Println("surflare-watchdog has no `run` subcommand yet: running the lab alone —")

@@ -119,3 +119,21 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
+
+// HTTPClient is an HTTP client whose connections are made from inside a
+// role's namespace (no keep-alive, no proxy), for requests FetchFrom does
+// not cover: a LuCI JSON-RPC POST from a LAN client, the daemon's API.
+func (l *Lab) HTTPClient(role string, timeout time.Duration) (*http.Client, error) {
+	ns, err := l.NS(role)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return dialIn(ctx, ns, network, addr)
+		},
+		DisableKeepAlives: true,
+		Proxy:             nil,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
+}

@@ -84,6 +84,12 @@ func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
 // StartDaemonArgs is StartDaemon with extra `run` flags (e.g.
 // --open-on-exit).
 func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string) (int, error) {
+	if l.box != nil {
+		if len(args) > 0 {
+			return 0, fmt.Errorf("lab %s: the OpenWrt router's daemon runs as procd starts it (no extra flags: %v)", l.Prefix, args)
+		}
+		return l.startBoxDaemon(ctx, sets)
+	}
 	if len(sets) > 0 {
 		if err := WriteDaemonConfig(l, sets); err != nil {
 			return 0, err
@@ -209,6 +215,9 @@ func (l *Lab) DaemonRunning() bool {
 // or did not exit within DaemonStopGrace (it is then killed) or exited with
 // a failure code.
 func (l *Lab) StopDaemon(ctx context.Context) (time.Duration, error) {
+	if l.box != nil {
+		return l.stopBoxDaemon(ctx)
+	}
 	return l.signalDaemon(ctx, syscall.SIGTERM)
 }
 
@@ -272,7 +281,13 @@ func (l *Lab) forgetProc(p *proc) {
 // DaemonStatus asks the daemon for its state with `surflare-watchdog status
 // --json`, run in the router namespace as a user would.
 func (l *Lab) DaemonStatus(ctx context.Context) (DaemonState, error) {
-	out, err := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "status", "--json", "--run-dir", l.Path(dirRun)).Output()
+	var out []byte
+	var err error
+	if l.box != nil {
+		out, err = l.boxDaemonStatus(ctx)
+	} else {
+		out, err = l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "status", "--json", "--run-dir", l.Path(dirRun)).Output()
+	}
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -51,6 +51,10 @@ func nftConn(ns netns.NsHandle) (*nftables.Conn, error) {
 // installFirewall creates the router's fw4 stand-in and the internet's
 // observation table.
 func (l *Lab) installFirewall() error {
+	if l.openwrt {
+		// The OpenWrt router runs the real fw4.
+		return addObserve(l.ns[RoleInternet])
+	}
 	if err := addFW4(l.ns[RoleRouter]); err != nil {
 		return err
 	}

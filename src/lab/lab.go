@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"surflare-watchdog/src/owrtbox"
 )
 
 // NamePrefix starts every lab's prefix, so Sweep can recognise lab
@@ -47,6 +49,10 @@ type Options struct {
 	// SmartDNS on :6053, the shipped configuration; see StartResolvers).
 	// Off by default: most tests do not need them and they cost ~100 ms.
 	DNS bool
+	// OpenWrt makes the router namespace host the real OpenWrt userland
+	// (the box beside the checkout) instead of the lab's own router
+	// processes; nil keeps the lab's router. See openwrt.go.
+	OpenWrt *OpenWrt
 	// Log receives progress; nil means slog.Default.
 	Log *slog.Logger
 }
@@ -64,7 +70,10 @@ type Lab struct {
 	log     *slog.Logger
 	ns      map[string]netns.NsHandle
 	clients []Client
-	owned   bool // this process created the lab (Close tears it down)
+	owned   bool         // this process created the lab (Close tears it down)
+	openwrt bool         // the router is OpenWrt: netifd and fw4 configure it
+	box     *owrtbox.Box // the OpenWrt router (Options.OpenWrt), or nil
+	sets    []string     // Options.Set, for the OpenWrt router's config
 
 	stopReaper context.CancelFunc // ends reapAdopted (owned labs)
 
@@ -140,6 +149,7 @@ func newLab(o Options) (*Lab, error) {
 		log:       log.With("subsystem", "lab", "lab", o.Prefix),
 		ns:        map[string]netns.NsHandle{},
 		blackhole: map[string]bool{},
+		openwrt:   o.OpenWrt != nil,
 	}
 	for i := range o.Clients {
 		mac, _ := net.ParseMAC(ClientMAC(i))
@@ -179,6 +189,7 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 	for i, r := range roles {
 		l.ns[r] = hs[i]
 	}
+	l.sets = o.Set
 	if err := l.buildTopology(); err != nil {
 		return fmt.Errorf("building topology: %w", err)
 	}
@@ -193,6 +204,11 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 	}
 	if !o.NoServers {
 		if err := l.startServers(ctx); err != nil {
+			return err
+		}
+	}
+	if o.OpenWrt != nil {
+		if err := l.bootOpenWrt(ctx, o); err != nil {
 			return err
 		}
 	}
@@ -211,6 +227,9 @@ func (l *Lab) roles() []string {
 	var r []string
 	for _, c := range l.clients {
 		r = append(r, c.Role)
+	}
+	if l.openwrt {
+		r = append(r, RoleSwitch)
 	}
 	return append(r, RoleRouter, RoleInternet)
 }
@@ -280,7 +299,8 @@ func (l *Lab) Close() error {
 	for _, p := range procs {
 		p.stop(time.Second)
 	}
-	err := teardown(l.Prefix, l.Dir)
+	boxErr := l.closeBox()
+	err := errors.Join(boxErr, teardown(l.Prefix, l.Dir))
 	l.closeHandles()
 	if l.stopReaper != nil {
 		l.stopReaper()

@@ -21,6 +21,9 @@ const (
 	RoleLAN      = "lan"
 	RoleRouter   = "router"
 	RoleInternet = "internet"
+	// RoleSwitch is the LAN switch of a lab whose router is OpenWrt
+	// (Options.OpenWrt): the clients' bridge, outside netifd's reach.
+	RoleSwitch = "lansw"
 )
 
 // Link addressing.

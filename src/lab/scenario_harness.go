@@ -474,7 +474,7 @@ var errNoScenario = errors.New("unknown scenario")
 
 // labOptionsFor is how runScenarioOnce brings a lab up.
 func labOptionsFor(o ScenarioOptions, sets []string) Options {
-	return Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: sets, Log: o.Log, Clients: 1}
+	return Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: sets, Log: o.Log, Clients: 1, OpenWrt: o.OpenWrt}
 }
 
 // removeAll is os.RemoveAll, as a variable for the runner's cleanup.

@@ -112,6 +112,9 @@ type ScenarioOptions struct {
 	Log *slog.Logger
 	// Progress, if set, gets one line per finished run.
 	Progress io.Writer
+	// OpenWrt runs each run's lab with real OpenWrt as its router (see
+	// Options.OpenWrt); nil = the lab's own router.
+	OpenWrt *OpenWrt
 }
 
 // RunScenario runs scenario name o.Runs times, each in a fresh lab (so no

@@ -19,6 +19,11 @@ const (
 	IfISP      = "isp0"      // internet: the ISP's end of pppoe-wan
 	IfClient   = "eth0"      // each LAN client's only interface
 	bridgePort = "lan-p"     // router: bridge port to client i is lan-p<i>
+	// On the OpenWrt router (Options.OpenWrt) the clients' bridge is
+	// IfLANSwitch in the RoleSwitch namespace, and br-lan is a veth whose
+	// peer IfLANUplink is its port.
+	IfLANSwitch = "lan-sw"
+	IfLANUplink = "lan-up"
 )
 
 // Client is one LAN host: a namespace of its own with one veth into br-lan.
@@ -48,6 +53,13 @@ var (
 		"net.ipv6.conf.default.accept_dad": "0",
 		"net.ipv4.conf.all.rp_filter":      "0",
 		"net.ipv4.conf.default.rp_filter":  "0",
+	}
+	// The LAN switch of the OpenWrt router: a plain bridge (see
+	// sysctlRouter on br_netfilter).
+	sysctlSwitch = map[string]string{
+		"net.bridge.bridge-nf-call-iptables":  "0",
+		"net.bridge.bridge-nf-call-ip6tables": "0",
+		"net.bridge.bridge-nf-call-arptables": "0",
 	}
 	sysctlRouter = map[string]string{
 		"net.ipv4.ip_forward":          "1",
@@ -79,6 +91,11 @@ func (l *Lab) buildTopology() error {
 	if err := sysctl(l.ns[RoleRouter], sysctlRouter); err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
+	if l.openwrt {
+		if err := sysctl(l.ns[RoleSwitch], sysctlSwitch); err != nil {
+			return fmt.Errorf("%s: %w", RoleSwitch, err)
+		}
+	}
 
 	hr, err := netlink.NewHandleAt(l.ns[RoleRouter])
 	if err != nil {
@@ -91,25 +108,95 @@ func (l *Lab) buildTopology() error {
 	}
 	defer hi.Close()
 
-	// Router LAN side.
-	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: IfLAN}}
-	if err := hr.LinkAdd(br); err != nil {
-		return fmt.Errorf("adding %s: %w", IfLAN, err)
+	// Router LAN side: the clients' ports join the bridge br-lan. On the
+	// OpenWrt router netifd gives the router its addresses and routes
+	// (BoxNetworkConfig) and the lab only makes the links. netifd can
+	// neither take over a bridge it did not make nor leave the ports of
+	// one in its namespace alone (it unplugs them when it starts), so
+	// there the clients' bridge is lan-sw in a namespace of its own (the
+	// LAN switch), and the router's br-lan is a veth plugged into it.
+	lanAddrs := []netip.Prefix{pfx(LANRouter, LANNet), pfx(LANRouter6, LANNet6)}
+	wanAddrs := []netip.Prefix{pfx(WANRouter, WANNet), pfx(WANRouter6, WANNet6)}
+	hsw, bridge := hr, IfLAN
+	if l.openwrt {
+		lanAddrs, wanAddrs, bridge = nil, nil, IfLANSwitch
+		if hsw, err = netlink.NewHandleAt(l.ns[RoleSwitch]); err != nil {
+			return fmt.Errorf("netlink in %s: %w", RoleSwitch, err)
+		}
+		defer hsw.Close()
 	}
-	if err := setUp(hr, IfLAN, pfx(LANRouter, LANNet), pfx(LANRouter6, LANNet6)); err != nil {
+	if err := hsw.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: bridge}}); err != nil {
+		return fmt.Errorf("adding %s: %w", bridge, err)
+	}
+	if err := setUp(hsw, bridge); err != nil {
 		return err
 	}
-	brLink, err := hr.LinkByName(IfLAN)
+	brLink, err := hsw.LinkByName(bridge)
 	if err != nil {
-		return fmt.Errorf("finding %s: %w", IfLAN, err)
+		return fmt.Errorf("finding %s: %w", bridge, err)
+	}
+	if l.openwrt {
+		up := &netlink.Veth{
+			LinkAttrs:     netlink.LinkAttrs{Name: IfLAN},
+			PeerName:      IfLANUplink,
+			PeerNamespace: netlink.NsFd(int(l.ns[RoleSwitch])),
+		}
+		if err := hr.LinkAdd(up); err != nil {
+			return fmt.Errorf("adding %s: %w", IfLAN, err)
+		}
+		peer, err := hsw.LinkByName(IfLANUplink)
+		if err != nil {
+			return fmt.Errorf("finding %s: %w", IfLANUplink, err)
+		}
+		if err := hsw.LinkSetMaster(peer, brLink); err != nil {
+			return fmt.Errorf("plugging %s into %s: %w", IfLANUplink, bridge, err)
+		}
+		if err := setUp(hsw, IfLANUplink); err != nil {
+			return err
+		}
+	}
+	if err := setUp(hr, IfLAN, lanAddrs...); err != nil {
+		return err
 	}
 	for i, c := range l.clients {
-		if err := l.wireClient(hr, brLink, i, c); err != nil {
+		if err := l.wireClient(hsw, brLink, i, c); err != nil {
 			return err
 		}
 	}
 
-	// WAN: router pppoe-wan <-> internet isp0.
+	if err := l.wireWAN(hr, hi, wanAddrs); err != nil {
+		return err
+	}
+	if err := setUp(hr, "lo"); err != nil {
+		return err
+	}
+	if !l.openwrt {
+		if err := defaultRoutes(hr, IfWAN, WANGateway, WANGw6); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
+	}
+
+	// Internet side: every internet host is an address on lo (this kernel has no dummy
+	// driver); services bind to their own address.
+	var hosts []netip.Prefix
+	for _, a := range InternetHosts() {
+		hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
+	}
+	if err := setUp(hi, "lo", hosts...); err != nil {
+		return err
+	}
+	return nil
+}
+
+// wireWAN makes the WAN link: router pppoe-wan (with addrs) <-> internet
+// isp0, with the internet's addresses and route on isp0. A link left from
+// before is replaced.
+func (l *Lab) wireWAN(hr, hi *netlink.Handle, addrs []netip.Prefix) error {
+	if old, err := hr.LinkByName(IfWAN); err == nil {
+		if err := hr.LinkDel(old); err != nil {
+			return fmt.Errorf("removing %s: %w", IfWAN, err)
+		}
+	}
 	wan := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: IfWAN},
 		PeerName:      IfISP,
@@ -118,27 +205,10 @@ func (l *Lab) buildTopology() error {
 	if err := hr.LinkAdd(wan); err != nil {
 		return fmt.Errorf("adding %s: %w", IfWAN, err)
 	}
-	if err := setUp(hr, IfWAN, pfx(WANRouter, WANNet), pfx(WANRouter6, WANNet6)); err != nil {
+	if err := setUp(hr, IfWAN, addrs...); err != nil {
 		return err
 	}
-	if err := setUp(hr, "lo"); err != nil {
-		return err
-	}
-	if err := defaultRoutes(hr, IfWAN, WANGateway, WANGw6); err != nil {
-		return fmt.Errorf("router: %w", err)
-	}
-
-	// Internet side.
 	if err := setUp(hi, IfISP, pfx(WANGateway, WANNet), pfx(WANGw6, WANNet6)); err != nil {
-		return err
-	}
-	// Every internet host is an address on lo (this kernel has no dummy
-	// driver); services bind to their own address.
-	var hosts []netip.Prefix
-	for _, a := range InternetHosts() {
-		hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
-	}
-	if err := setUp(hi, "lo", hosts...); err != nil {
 		return err
 	}
 	// IPv6 is routed, not NATed (as on OpenWrt with a delegated prefix), so
@@ -158,7 +228,8 @@ func (l *Lab) buildTopology() error {
 	return nil
 }
 
-// wireClient creates client i's veth (router end enslaved to br-lan) and
+// wireClient creates client i's veth (the end in hr's namespace enslaved to
+// br, the router's br-lan or the OpenWrt router's LAN switch) and
 // configures the client's address, MAC and default routes.
 func (l *Lab) wireClient(hr *netlink.Handle, br netlink.Link, i int, c Client) error {
 	port := fmt.Sprintf("%s%d", bridgePort, i)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -116,6 +117,7 @@ func runDemo(ctx context.Context, args []string) int {
 	noTour := fs.Bool("no-tour", false, "skip the scripted fault tour")
 	webPort := fs.Int("web-port", lab.LabWebPort, "host port (127.0.0.1) for the daemon's web UI; 0 = any free port")
 	every := fs.Duration("every", time.Second, "how often the LAN client fetches the IP-echo host")
+	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -131,7 +133,7 @@ func runDemo(ctx context.Context, args []string) int {
 		fmt.Println("demo limits (a router keeps the shipped ones): " + demoLimitsText)
 	}
 	fmt.Println("building the lab binaries and bringing the lab up …")
-	l, err := lab.Up(ctx, lab.Options{Set: sets})
+	l, err := lab.Up(ctx, lab.Options{Set: sets, OpenWrt: openwrtOption(*openwrt)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
 		return exitFailure
@@ -155,7 +157,11 @@ func runDemo(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "surflare-lab demo: web UI relay: %v (try --web-port 0)\n", err)
 			return exitFailure
 		}
-		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), l.LogPath(lab.DaemonName))
+		where := l.LogPath(lab.DaemonName)
+		if b := l.Box(); b != nil {
+			where = "logread in the OpenWrt router: " + filepath.Join(b.Dir, "enter.sh") + " " + b.NetNS + " logread -f"
+		}
+		fmt.Printf("daemon running in %s, kill switch armed (log: %s)\n", l.NSName(lab.RoleRouter), where)
 		fmt.Printf("web UI: %s  (relayed into the router namespace, not routed)\n", webURL(l, ln.Addr().String()))
 		// The client's first request waits for the tunnel: before it, the
 		// kill switch rightly refuses it, and a demo that starts with a

@@ -27,6 +27,7 @@ func runScenario(ctx context.Context, args []string) int {
 	runs := fs.Int("runs", 1, "how many runs, each in a fresh lab")
 	asJSON := fs.Bool("json", false, "print one JSON object (scenario, runs, summary) instead of a table")
 	verbose := fs.Bool("v", false, "log lab progress to stderr")
+	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	var sets setFlags
 	fs.Var(&sets, "set", "daemon config override surflare.SECTION.OPTION=VALUE (repeatable; applied after the scenario's own)")
 	fs.Usage = func() {
@@ -75,7 +76,7 @@ func runScenario(ctx context.Context, args []string) int {
 	if *verbose {
 		logger = slog.Default()
 	}
-	o := lab.ScenarioOptions{Runs: *runs, Set: sets, Log: logger, Progress: os.Stderr}
+	o := lab.ScenarioOptions{Runs: *runs, Set: sets, Log: logger, Progress: os.Stderr, OpenWrt: openwrtOption(*openwrt)}
 	res, err := lab.RunScenario(ctx, name, o)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "surflare-lab scenario %s: %v\n", name, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -15,7 +16,7 @@ import (
 
 func init() {
 	register(&command{
-		name: "up", args: "[--set surflare.S.O=V]... [--detach]",
+		name: "up", args: "[--set surflare.S.O=V]... [--detach] [--openwrt]",
 		summary: "bring a lab up and keep it until Ctrl-C (or detach)",
 		run:     runUp,
 	})
@@ -31,6 +32,7 @@ func runUp(ctx context.Context, args []string) int {
 	connect := fs.Bool("connect", false, "log the fake vendor client in and connect it (plus the lab's LAN tproxy table), for use without the daemon")
 	noServers := fs.Bool("no-servers", false, "topology only: no binaries, no internet servers")
 	child := fs.Bool("detached-child", false, "internal: the background holder started by --detach")
+	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -44,7 +46,7 @@ func runUp(ctx context.Context, args []string) int {
 	if *child {
 		report = func(string, ...any) {}
 	}
-	l, err := lab.Up(ctx, lab.Options{Clients: *clients, Set: sets, NoServers: *noServers})
+	l, err := lab.Up(ctx, lab.Options{Clients: *clients, Set: sets, NoServers: *noServers, OpenWrt: openwrtOption(*openwrt)})
 	if err != nil {
 		childReport(*child, "ERR "+err.Error())
 		fmt.Fprintf(os.Stderr, "surflare-lab up: %v\n", err)
@@ -78,6 +80,9 @@ func printLabInfo(l *lab.Lab) {
 		fmt.Printf("  client %d: ip netns exec %s …   (%s, %s)\n", i, l.NSName(c.Role), c.Addr, c.MAC)
 	}
 	fmt.Printf("  router:   ip netns exec %s …\n", l.NSName(lab.RoleRouter))
+	if b := l.Box(); b != nil {
+		fmt.Printf("  OpenWrt:  box pid %d; its shell: %s %s   (config /etc/config/surflare in the box)\n", b.PID, filepath.Join(b.Dir, "enter.sh"), b.NetNS)
+	}
 	fmt.Printf("  faults:   surflare-lab fault --lab %s NAME on|off [ARG]\n", l.Prefix)
 }
 
@@ -131,4 +136,15 @@ func detachUp(args []string, pidfile string) int {
 	}
 	fmt.Printf("lab %s up in the background (pid %d); stop it with: surflare-lab down --lab %s\n", line, cmd.Process.Pid, line)
 	return exitOK
+}
+
+// openwrtUsage describes --openwrt (up, scenario, demo).
+const openwrtUsage = "the router is real OpenWrt: boot the OpenWrt box beside the checkout (../shared/owrt) in the router namespace and install the packages from build/ipk (make ipk) with its opkg"
+
+// openwrtOption is lab.Options.OpenWrt for the --openwrt flag.
+func openwrtOption(on bool) *lab.OpenWrt {
+	if !on {
+		return nil
+	}
+	return &lab.OpenWrt{}
 }

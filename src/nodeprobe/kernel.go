@@ -26,10 +26,10 @@ const tcpEstablished = 1
 // through sock_diag (netlink; TCP sockets whose remote port is one of the
 // vendor's server ports).
 type NetKernel struct {
+	// Firewall reads the moat counters and the vendor's server ports (its
+	// table's server_ports set); without those ports no socket is taken
+	// for a relay connection.
 	Firewall *firewall.Firewall
-	// ServerPorts are the vendor's server ports (its table's server_ports
-	// set); without them no socket is taken for a relay connection.
-	ServerPorts func() map[uint16]bool
 }
 
 // Moat reads the moat counters.
@@ -44,8 +44,8 @@ func (k NetKernel) Moat(ctx context.Context) (firewall.Moat, error) {
 // ports, IPv4 and IPv6.
 func (k NetKernel) RelaySockets(ctx context.Context) ([]Socket, error) {
 	var ports map[uint16]bool
-	if k.ServerPorts != nil {
-		ports = k.ServerPorts()
+	if k.Firewall != nil {
+		ports = k.Firewall.VendorServerPorts(ctx)
 	}
 	if len(ports) == 0 {
 		return nil, errors.New("the vendor's server ports are unknown (no vendor table)")

@@ -14,9 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/route"
 )
@@ -159,7 +158,7 @@ func buildSpec(sf specFlags, neigh []route.Neighbour, stderr io.Writer) (firewal
 	for _, w := range warns {
 		fmt.Fprintf(stderr, "warning: %v\n", w)
 	}
-	s, err := specFromConfig(c, stderr)
+	s, err := daemon.SpecFromConfig(c, stderr)
 	if err != nil {
 		return s, err
 	}
@@ -192,16 +191,6 @@ func firewallPlan(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func neighbours(ctx context.Context) []route.Neighbour {
-	h, err := route.Open(netns.None())
-	if err != nil {
-		return nil
-	}
-	defer h.Close()
-	n, _ := h.Neighbours(ctx, "")
-	return n
-}
-
 func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("firewall apply", flag.ContinueOnError)
 	sf := addSpecFlags(fs)
@@ -209,7 +198,7 @@ func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	s, err := buildSpec(sf, neighbours(ctx), stderr)
+	s, err := buildSpec(sf, route.HostNeighbours(ctx), stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall apply: %v\n", err)
 		return exitFailure

@@ -12,6 +12,7 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
+	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/surflare"
@@ -60,7 +61,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	sock := control.SocketPath(*runDir)
 
-	req := control.Request{Cmd: cmdProbe}
+	req := control.Request{Cmd: daemon.CmdProbe}
 	if len(nodes) > 0 {
 		list := make([]any, len(nodes))
 		for i, n := range nodes {
@@ -100,7 +101,7 @@ func followProbe(ctx context.Context, sock string, progress, stderr io.Writer) (
 	printed, lastPhase := 0, ""
 	for {
 		var st nodeprobe.JobStatus
-		resp, err := control.Call(ctx, sock, control.Request{Cmd: cmdProbeStatus})
+		resp, err := control.Call(ctx, sock, control.Request{Cmd: daemon.CmdProbeStatus})
 		if err == nil && !resp.OK {
 			err = resp.Err()
 		}
@@ -149,7 +150,7 @@ func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, 
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return nodeprobe.Report{}, exitFailure
 	}
-	o, err := probeOptions(c, nodes)
+	o, err := daemon.ProbeOptions(c, nodes)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return nodeprobe.Report{}, exitUsage
@@ -160,8 +161,8 @@ func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, 
 		fmt.Fprintf(stderr, "surflare-watchdog probe: asking the vendor CLI: %v\n", err)
 		return nodeprobe.Report{}, exitFailure
 	}
-	o.Switcher = vendorSwitcher{v: v, mode: string(c.Main.Mode), transit: c.Main.Transit}
-	o.Kernel = nodeprobe.NetKernel{Firewall: firewall.New(), ServerPorts: vendorServerPorts}
+	o.Switcher = daemon.NewVendorSwitcher(v, string(c.Main.Mode), c.Main.Transit)
+	o.Kernel = nodeprobe.NetKernel{Firewall: firewall.New()}
 	o.Progress = func(p nodeprobe.Progress) {
 		if p.Phase == nodeprobe.PhaseDone && p.Result != nil {
 			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", p.Index, p.Total, p.Node, p.Result.Summary())
@@ -176,7 +177,7 @@ func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, 
 	defer cancel()
 	if before.State == surflare.StateConnected && before.Node != "" {
 		rep.OriginalNode = before.Node
-		err = vendorSwitcher{v: v, mode: string(c.Main.Mode), transit: c.Main.Transit}.Switch(rctx, before.Node)
+		err = daemon.NewVendorSwitcher(v, string(c.Main.Mode), c.Main.Transit).Switch(rctx, before.Node)
 		fmt.Fprintf(progress, "back on %s\n", before.Node)
 	} else {
 		err = v.Disconnect(rctx)

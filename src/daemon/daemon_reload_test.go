@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"net/netip"
@@ -13,7 +13,7 @@ import (
 // relays it knows), and one the config also names is not doubled.
 func TestReloadKeepsLearnedRelays(t *testing.T) {
 	learned := []netip.Prefix{netip.MustParsePrefix("198.18.10.1/32"), netip.MustParsePrefix("198.18.10.2/32")}
-	d := &daemon{fw: &fwAdapter{base: firewall.Spec{Relays: learned}}}
+	d := &Daemon{fw: &fwAdapter{base: firewall.Spec{Relays: learned}}}
 	fromConfig := firewall.Spec{Relays: []netip.Prefix{netip.MustParsePrefix("198.18.10.2/32")}}
 	got := d.keepLearned(fromConfig).Relays
 	slices.SortFunc(got, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })

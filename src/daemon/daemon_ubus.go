@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -99,7 +99,7 @@ func commandStatus(err error) ubus.Status {
 }
 
 // ubusHandlers are the surflare object's methods.
-func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
+func (d *Daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 	// status answers an engine command with the state after it.
 	status := func(ctx context.Context, err error) (ubus.Fields, error) {
 		if err != nil {
@@ -209,7 +209,7 @@ func (d *daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 // hotplug handles hotplug.d/iface events for the WAN: ifdown pauses
 // probing and rotation; ifup re-detects the WAN, re-applies our tables
 // (fw4 rebuilds on interface events) and checks at once.
-func (d *daemon) hotplug(ctx context.Context, action, iface, device string) error {
+func (d *Daemon) hotplug(ctx context.Context, action, iface, device string) error {
 	wan := d.wan()
 	if !isWANInterface(d.cfgs.Get().Main.WANInterfaces, iface) && (device == "" || device != wan.Device) {
 		return nil // not our uplink
@@ -239,7 +239,7 @@ type nodeRow struct {
 	Transit string `json:"transit"`
 }
 
-func (d *daemon) nodes() []nodeRow {
+func (d *Daemon) nodes() []nodeRow {
 	st := d.w.Status()
 	out := make([]nodeRow, 0, len(st.Candidates))
 	for _, c := range st.Candidates {
@@ -254,7 +254,7 @@ const stateNotification = "state"
 
 // publishState sends surflare.state on ubus for a transition, and notifies
 // the surflare object's subscribers (a no-op without any).
-func (d *daemon) publishState(ctx context.Context, ev watchdog.Event) {
+func (d *Daemon) publishState(ctx context.Context, ev watchdog.Event) {
 	if d.ubus == nil || ev.Transition == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -17,20 +17,20 @@ import (
 const stopDeadline = 4500 * time.Millisecond
 
 // serveControl answers the CLI on <run_dir>/surflare-watchdog.sock.
-func serveControl(ctx context.Context, runDir string, d *daemon) error {
+func serveControl(ctx context.Context, runDir string, d *Daemon) error {
 	return control.Serve(ctx, control.SocketPath(runDir), control.HandlerFunc(d.handle))
 }
 
 // stopOnSignal waits for SIGTERM/SIGINT (ctx, from main) and stops the
 // engine: with the kill switch kept, or, with --open-on-exit, removed.
 // If the stop overruns stopDeadline the process exits anyway.
-func (d *daemon) stopOnSignal(ctx context.Context, cancel context.CancelFunc) {
+func (d *Daemon) stopOnSignal(ctx context.Context, cancel context.CancelFunc) {
 	<-ctx.Done()
 	time.AfterFunc(stopDeadline, func() {
 		d.log.Error("Stop took longer than " + stopDeadline.String() + "; exiting now (the kill switch stays as it is)")
-		os.Exit(exitFailure)
+		os.Exit(1) // the CLI's exit code for a failed command
 	})
-	if d.opts.openOnExit {
+	if d.opts.OpenOnExit {
 		sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		err := d.w.Shutdown(sctx, true)
 		scancel()
@@ -44,7 +44,7 @@ func (d *daemon) stopOnSignal(ctx context.Context, cancel context.CancelFunc) {
 
 // forwardSignals maps SIGUSR1 (check now), SIGUSR2 (toggle diag) and
 // SIGHUP (reload) onto the engine until ctx ends.
-func (d *daemon) forwardSignals(ctx context.Context) {
+func (d *Daemon) forwardSignals(ctx context.Context) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGHUP)
 	defer signal.Stop(ch)
@@ -66,7 +66,7 @@ func (d *daemon) forwardSignals(ctx context.Context) {
 // startEvents follows the engine's events: every transition pokes the
 // proxy watch and the proxy tracker (a connect just started or finished a
 // proxy) and is sent to ubus as surflare.state.
-func (d *daemon) startEvents(ctx context.Context) {
+func (d *Daemon) startEvents(ctx context.Context) {
 	poke := make(chan struct{}, 1)
 	d.goAux(ctx, "proxy watch", func(ctx context.Context) error {
 		d.sig.proxy.run(ctx, poke)
@@ -94,7 +94,7 @@ func (d *daemon) startEvents(ctx context.Context) {
 
 // followEvents runs fn on every engine event, in order, in a goroutine of
 // its own, until ctx ends or the engine closes the subscription.
-func (d *daemon) followEvents(ctx context.Context, name string, fn func(context.Context, watchdog.Event)) {
+func (d *Daemon) followEvents(ctx context.Context, name string, fn func(context.Context, watchdog.Event)) {
 	events, cancel := d.w.Subscribe()
 	d.goAux(ctx, name, func(ctx context.Context) error {
 		defer cancel()

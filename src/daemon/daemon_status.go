@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -134,7 +134,7 @@ func conntrackCount() conntrackInfo {
 }
 
 // status assembles the full snapshot.
-func (d *daemon) status(ctx context.Context) daemonStatus {
+func (d *Daemon) status(ctx context.Context) daemonStatus {
 	now := time.Now()
 	c := d.cfgs.Get()
 	x := daemonExtras{
@@ -182,7 +182,7 @@ func (d *daemon) status(ctx context.Context) daemonStatus {
 // handle is the control socket's handler: status gets the full snapshot;
 // every other command goes to the engine and answers with the snapshot
 // taken after it.
-func (d *daemon) handle(ctx context.Context, req control.Request) (any, error) {
+func (d *Daemon) handle(ctx context.Context, req control.Request) (any, error) {
 	if req.Cmd == control.CmdStatus {
 		return d.status(ctx), nil
 	}

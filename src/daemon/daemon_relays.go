@@ -1,19 +1,16 @@
-package main
+package daemon
 
 import (
 	"context"
-	"encoding/binary"
 	"log/slog"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/ti-mo/conntrack"
 
 	"surflare-watchdog/src/detect"
-	"surflare-watchdog/src/firewall"
 )
 
 // relayLearner finds the relays the vendor uses — they are not in the
@@ -103,7 +100,7 @@ func conntrackDsts(local map[netip.Addr]bool) []netip.AddrPort {
 func (r *relayLearner) learn(ctx context.Context, dsts []netip.AddrPort) {
 	r.mu.Lock()
 	if len(r.ports) == 0 || time.Since(r.portsRead) > serverPortsTTL {
-		r.ports, r.portsRead = vendorServerPorts(), time.Now()
+		r.ports, r.portsRead = r.fw.fw.VendorServerPorts(context.Background()), time.Now()
 	}
 	var fresh []netip.Addr
 	for _, d := range dsts {
@@ -132,29 +129,4 @@ func (r *relayLearner) learn(ctx context.Context, dsts []netip.AddrPort) {
 	if err := r.fw.SetBase(ctx, s); err != nil {
 		r.log.Warn("Adding learned relays to the moat failed", "err", err)
 	}
-}
-
-// vendorServerPorts reads the vendor table's server_ports set.
-func vendorServerPorts() map[uint16]bool {
-	out := map[uint16]bool{}
-	c, err := nftables.New()
-	if err != nil {
-		return out
-	}
-	defer c.CloseLasting()
-	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: firewall.TableVendor}
-	set, err := c.GetSetByName(t, "server_ports")
-	if err != nil {
-		return out
-	}
-	elems, err := c.GetSetElements(set)
-	if err != nil {
-		return out
-	}
-	for _, e := range elems {
-		if len(e.Key) >= 2 {
-			out[binary.BigEndian.Uint16(e.Key[:2])] = true
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 // The config → firewall.Spec conversion shared by `firewall plan|apply` and
 // the daemon (`run`), so both always build the same tables from a config.
 
-// specFromConfig maps the typed config onto the firewall's declarative input.
+// SpecFromConfig maps the typed config onto the firewall's declarative input.
 // Relays are not in the config (the vendor decides them): the daemon adds
 // them; from the CLI only the configured endpoints are allowed through.
-func specFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
+func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	s := firewall.DefaultSpec()
 	if c.Main.Role.Resolve(config.OpenWrtRelease) == config.RoleLaptop {
 		s.Role = firewall.RoleLaptop

@@ -1,4 +1,9 @@
-package main
+// Package daemon is the running watchdog: it builds the engine
+// (package watchdog) and everything wired around it — the firewall's mode,
+// the detectors, the health checker, the control socket, ubus and the web
+// API — and runs it until its context ends. The command line
+// (src/cmd/surflare-watchdog) parses flags and calls New and Run.
+package daemon
 
 import (
 	"context"
@@ -17,23 +22,24 @@ import (
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
 	"surflare-watchdog/src/surflare"
 	"surflare-watchdog/src/ubus"
 	"surflare-watchdog/src/watchdog"
 )
 
-// runOptions are the `run` flags.
-type runOptions struct {
-	configPath   string
-	passwordFile string // "" = credentials' default sources
-	openOnExit   bool   // SIGTERM/SIGINT also remove the kill switch
+// Options are the `run` flags.
+type Options struct {
+	ConfigPath   string
+	PasswordFile string // "" = credentials' default sources
+	OpenOnExit   bool   // SIGTERM/SIGINT also remove the kill switch
 }
 
-// daemon is one running `surflare-watchdog run`: the engine and everything
+// Daemon is one running `surflare-watchdog run`: the engine and everything
 // wired around it. Its pieces live in the daemon_*.go files.
-type daemon struct {
-	opts runOptions
+type Daemon struct {
+	opts Options
 	cfgs *config.Holder
 	log  *slog.Logger
 	role string // "router" or "laptop"
@@ -58,12 +64,14 @@ type daemon struct {
 	aux sync.WaitGroup // goroutines that end with the aux context
 }
 
-func newDaemon(o runOptions) (*daemon, error) {
-	h, err := config.NewHolder(o.configPath)
+// New loads the config (an error names every FILE:LINE problem) and
+// prepares a Daemon; nothing touches the kernel before Run.
+func New(o Options) (*Daemon, error) {
+	h, err := config.NewHolder(o.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{}}
+	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{}}
 	for _, w := range h.Warnings() {
 		d.log.Warn("config: " + w.String())
 	}
@@ -71,25 +79,25 @@ func newDaemon(o runOptions) (*daemon, error) {
 	return d, nil
 }
 
-func (d *daemon) wan() wanInfo {
+func (d *Daemon) wan() wanInfo {
 	d.wanMu.Lock()
 	defer d.wanMu.Unlock()
 	return d.wanv
 }
 
-func (d *daemon) setWAN(w wanInfo) {
+func (d *Daemon) setWAN(w wanInfo) {
 	d.wanMu.Lock()
 	d.wanv = w
 	d.wanMu.Unlock()
 }
 
 // credOpts says where the vendor password is.
-func (d *daemon) credOpts(c *config.Config) credentials.Options {
-	return credentials.Options{Username: c.Main.Username, File: d.opts.passwordFile, ConfigFile: d.cfgs.Path()}
+func (d *Daemon) credOpts(c *config.Config) credentials.Options {
+	return credentials.Options{Username: c.Main.Username, File: d.opts.PasswordFile, ConfigFile: d.cfgs.Path()}
 }
 
 // goAux runs fn until the aux context ends; run waits for it (bounded).
-func (d *daemon) goAux(ctx context.Context, name string, fn func(ctx context.Context) error) {
+func (d *Daemon) goAux(ctx context.Context, name string, fn func(ctx context.Context) error) {
 	d.aux.Add(1)
 	go func() {
 		defer d.aux.Done()
@@ -112,7 +120,7 @@ func (l logWriter) Write(p []byte) (int, error) {
 }
 
 // vendorClient is the vendor CLI with the config's timeouts and patterns.
-func (d *daemon) vendorClient(c *config.Config) *surflare.Client {
+func (d *Daemon) vendorClient(c *config.Config) *surflare.Client {
 	pat := surflare.DefaultPatterns()
 	pat.AuthNeeded = c.Auth.AuthNeeded
 	pat.SubscriptionInactive = c.Auth.SubscriptionInactive
@@ -136,7 +144,7 @@ func (r *reloadableProber) Check(ctx context.Context) health.Result { return r.p
 // loadSettings is the engine's LoadSettings (SIGHUP, `reload`): reread the
 // file; on error the last good config stays and every FILE:LINE problem is
 // logged; on success the firewall Spec and the checker follow it.
-func (d *daemon) loadSettings() (watchdog.Settings, error) {
+func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 	_, warns, err := d.cfgs.Reload()
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -149,7 +157,7 @@ func (d *daemon) loadSettings() (watchdog.Settings, error) {
 		d.log.Warn("config: " + w.String())
 	}
 	c := d.cfgs.Get()
-	if spec, err := specFromConfig(c, logWriter{d.log}); err != nil {
+	if spec, err := SpecFromConfig(c, logWriter{d.log}); err != nil {
 		d.log.Error("Reload: firewall spec from the new config failed; tables unchanged", "err", err)
 	} else if err := d.fw.SetBase(context.Background(), d.keepLearned(d.fullSpec(spec))); err != nil {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
@@ -161,12 +169,12 @@ func (d *daemon) loadSettings() (watchdog.Settings, error) {
 
 // settings are the engine's settings for c, with the state file in the
 // run dir.
-func (d *daemon) settings(c *config.Config) watchdog.Settings {
+func (d *Daemon) settings(c *config.Config) watchdog.Settings {
 	return watchdog.SettingsFromConfig(c)
 }
 
 // ispAddr feeds the checker's domestic-exit test.
-func (d *daemon) ispAddr() netip.Addr {
+func (d *Daemon) ispAddr() netip.Addr {
 	if w := d.engine.Load(); w != nil {
 		if a := w.ISPAddr(); a.IsValid() {
 			return a
@@ -178,7 +186,7 @@ func (d *daemon) ispAddr() netip.Addr {
 // fullSpec completes a Spec from the config with what only the running
 // daemon knows: the LAN probe's address and the bypass devices' addresses
 // (DHCP leases and the neighbour table, as `firewall apply` finds them).
-func (d *daemon) fullSpec(s firewall.Spec) firewall.Spec {
+func (d *Daemon) fullSpec(s firewall.Spec) firewall.Spec {
 	if d.probe != nil {
 		s.ProbeSrc = []netip.Addr{d.probe.addr}
 	}
@@ -190,7 +198,7 @@ func (d *daemon) fullSpec(s firewall.Spec) firewall.Spec {
 		leases = firewall.ParseDHCPLeases(f)
 		f.Close()
 	}
-	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neighbours(context.Background()))
+	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, route.HostNeighbours(context.Background()))
 	return s
 }
 
@@ -199,7 +207,7 @@ func (d *daemon) fullSpec(s firewall.Spec) firewall.Spec {
 // no config, and the learner never learns an address twice, so dropping
 // them would leave the moat and the loop guard's siblings without them
 // until a restart.
-func (d *daemon) keepLearned(s firewall.Spec) firewall.Spec {
+func (d *Daemon) keepLearned(s firewall.Spec) firewall.Spec {
 	for _, p := range d.fw.Base().Relays {
 		if !slices.Contains(s.Relays, p) {
 			s.Relays = append(s.Relays, p)
@@ -208,9 +216,9 @@ func (d *daemon) keepLearned(s firewall.Spec) firewall.Spec {
 	return s
 }
 
-// run is the daemon's life: lock, assemble, supervise, stop. It returns
+// Run is the daemon's life: lock, assemble, supervise, stop. It returns
 // when the engine has stopped (ctx cancelled = SIGTERM/SIGINT).
-func (d *daemon) run(ctx context.Context) error {
+func (d *Daemon) Run(ctx context.Context) error {
 	c := d.cfgs.Get()
 	runDir := c.Paths.RunDir
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
@@ -230,7 +238,7 @@ func (d *daemon) run(ctx context.Context) error {
 	auxCtx, auxCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer auxCancel()
 
-	spec, err := specFromConfig(c, logWriter{d.log})
+	spec, err := SpecFromConfig(c, logWriter{d.log})
 	if err != nil {
 		return fmt.Errorf("firewall spec: %w", err)
 	}
@@ -272,7 +280,7 @@ func (d *daemon) run(ctx context.Context) error {
 		RunDir:           runDir,
 		OrphanedTrace:    func(ctx context.Context) error { return d.fw.fw.TraceStop(ctx) },
 		FlushVendor:      d.fw.FlushVendor,
-		StaleFwmarkRules: dedupeTunnelRules,
+		StaleFwmarkRules: route.DedupeTunnel,
 	})
 	deps := watchdog.Deps{
 		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const chnrouteFetchTimeout = 2 * time.Minute
 // paths.chnroute_url, writes the two lists and re-applies the firewall
 // with them. The interval and URL are the ones at startup; a reload that
 // changes them takes effect at the next restart.
-func (d *daemon) startChnroute(ctx context.Context, c *config.Config) {
+func (d *Daemon) startChnroute(ctx context.Context, c *config.Config) {
 	r := &chnroute.Refresher{
 		Interval: c.Paths.ChnrouteRefresh,
 		Out4:     c.Paths.ChnrouteV4,
@@ -34,7 +34,7 @@ func (d *daemon) startChnroute(ctx context.Context, c *config.Config) {
 // chnrouteUpdated re-reads the chnroute files into the firewall's Spec and
 // applies it; everything else in the Spec (learned relays, bypass
 // addresses) stays as it is.
-func (d *daemon) chnrouteUpdated(ctx context.Context) {
+func (d *Daemon) chnrouteUpdated(ctx context.Context) {
 	s, err := withChnroute(d.fw.Base(), d.cfgs.Get(), logWriter{d.log})
 	if err != nil {
 		d.log.Error("chnroute: reading the new lists failed; cn_direct unchanged", "err", err)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func (w *serverPortsWatch) run(ctx context.Context) error {
 }
 
 func (w *serverPortsWatch) once(ctx context.Context) {
-	for p := range vendorServerPorts() {
+	for p := range w.fw.fw.VendorServerPorts(ctx) {
 		w.seen[p] = true
 	}
 	if len(w.seen) == 0 {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // of new tunnel connections, and every 2 s for safety — or every 100 ms
 // where NFLOG is missing (KernelEvents warns). Off (min_active < 0), it
 // only shows in status.
-func (d *daemon) startLoopGuard(ctx context.Context, c *config.Config) {
+func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 	o := loopguard.FromConfig(c, d.fw.fw)
 	o.Siblings = relaySiblings(d.fw.Base)
 	if !c.LoopGuard.Enabled() {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 )
 
 // apiBackend is api.Backend (and api.Subscriber) over the daemon.
-type apiBackend struct{ d *daemon }
+type apiBackend struct{ d *Daemon }
 
 func (b apiBackend) Status(ctx context.Context) (any, error) { return b.d.status(ctx), nil }
 func (b apiBackend) Nodes(ctx context.Context) (any, error)  { return b.d.nodes(), nil }
@@ -39,7 +39,7 @@ func badRequest(err error) error {
 	return fmt.Errorf("%w: %w", api.ErrBadRequest, err)
 }
 
-func (d *daemon) isCandidate(node string) bool {
+func (d *Daemon) isCandidate(node string) bool {
 	for _, c := range d.w.Status().Candidates {
 		if c.Node == node {
 			return true
@@ -77,7 +77,7 @@ func (b apiBackend) Subscribe() (<-chan api.Event, func()) {
 
 // startFrontends starts ubus (router) and the web API (when enabled), and
 // the log ring for `ubus call surflare log`.
-func (d *daemon) startFrontends(ctx context.Context, c *config.Config) {
+func (d *Daemon) startFrontends(ctx context.Context, c *config.Config) {
 	d.followEvents(ctx, "log ring", func(_ context.Context, ev watchdog.Event) {
 		if ev.Log != nil {
 			d.logs.add(ev.At, ev.Log)

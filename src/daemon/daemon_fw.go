@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-
-	"github.com/google/nftables"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/route"
@@ -191,52 +187,5 @@ func (a *fwAdapter) Teardown(ctx context.Context, keepKillSwitch bool) error {
 // and table 100's route. RestoreLAN puts ours back once a new tunnel is
 // verified.
 func (a *fwAdapter) FlushVendor(ctx context.Context) error {
-	return errors.Join(flushVendorTable(), removeTunnelRouting(ctx))
-}
-
-// flushVendorTable deletes `inet surflare` if it exists.
-func flushVendorTable() error {
-	c, err := nftables.New()
-	if err != nil {
-		return fmt.Errorf("nftables: %w", err)
-	}
-	defer c.CloseLasting()
-	c.DelTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: firewall.TableVendor})
-	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("deleting the vendor table: %w", err)
-	}
-	return nil
-}
-
-// removeTunnelRouting deletes every fwmark 0x1 rule and table 100's route.
-func removeTunnelRouting(ctx context.Context) error {
-	h, err := route.Open(netns.None())
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	var errs []error
-	for _, fam := range []route.Family{route.IPv4, route.IPv6} {
-		if _, err := h.RemoveTunnel(ctx, fam, true); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// dedupeTunnelRules is the crash-cleanup step for duplicated fwmark rules
-// (a half-up disconnect adds one more copy every time).
-func dedupeTunnelRules(ctx context.Context) error {
-	h, err := route.Open(netns.None())
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	var errs []error
-	for _, fam := range []route.Family{route.IPv4, route.IPv6} {
-		if _, err := h.Dedupe(ctx, fam); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(a.fw.FlushVendor(ctx), route.ClearTunnel(ctx))
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -223,7 +223,7 @@ func TestSetupLoggingKeepsSubsystemLevels(t *testing.T) {
 	old := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(old) })
 	var b syncBuffer
-	setupLogging(&b, slog.LevelInfo)
+	SetupLogging(&b, slog.LevelInfo)
 	m := storm503.New(storm503.Options{Count: 2})
 	m.Record(time.Now())
 	m.Record(time.Now())

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func keepaliveCgroup(runDir string) string {
 
 // trigger asks the engine for a check now (early detector, 503 storm); it
 // never blocks the caller.
-func (d *daemon) trigger(ctx context.Context) func(string) {
+func (d *Daemon) trigger(ctx context.Context) func(string) {
 	return func(reason string) {
 		go func() {
 			d.log.Info("Check requested by a detector", "reason", reason)
@@ -49,7 +49,7 @@ func (d *daemon) trigger(ctx context.Context) func(string) {
 // monitor, log health (feeding the 503 monitor), loop guard and early
 // detector (feeding the loop guard), and the proxy watch. A detector that
 // cannot start is logged and left out; the watchdog runs without it.
-func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
+func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 	s := d.sig
 	runDir := c.Paths.RunDir
 	cg := keepaliveCgroup(runDir)
@@ -113,7 +113,7 @@ func (d *daemon) startSignals(ctx context.Context, c *config.Config) error {
 }
 
 // stopSignals releases what outlives the aux context: the clamp's cgroup.
-func (d *daemon) stopSignals() {
+func (d *Daemon) stopSignals() {
 	if err := d.sig.clamp.Close(); err != nil {
 		d.log.Warn("Stopping the keepalive clamp failed", "err", err)
 	}
@@ -144,7 +144,7 @@ func (a anyEvidence) Corroborate(now time.Time, node, transit string) (string, b
 
 // corroborator is the engine's evidence: the fast signals' (urltest,
 // counters) and the early detector's silent flows; nil when none runs.
-func (d *daemon) corroborator() watchdog.Corroborator {
+func (d *Daemon) corroborator() watchdog.Corroborator {
 	var all anyEvidence
 	if e := d.fast.evidence(); e != nil {
 		all = append(all, e)

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -50,13 +50,13 @@ func emptyNetNS(t *testing.T) netns.NsHandle {
 
 // startFastFrom parses file (UCI text on top of the defaults) and runs
 // startFast with it, as `run` does; everything it starts ends with the test.
-func startFastFrom(t *testing.T, file string) *daemon {
+func startFastFrom(t *testing.T, file string) *Daemon {
 	t.Helper()
 	c, _, err := config.Parse("surflare", []byte(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: newNSProcs(), sig: &signals{}}
+	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: newNSProcs(), sig: &signals{}}
 	if c.FastSignal.CountersOn() {
 		d.fw = &fwAdapter{fw: firewall.New(firewall.WithNetNS(int(emptyNetNS(t))))}
 	}
@@ -131,7 +131,7 @@ func TestStormSwitch(t *testing.T) {
 	if err := os.WriteFile(stale, []byte(`{"count":12}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	c := config.Default()
 	c.Paths.RunDir = dir
 	c.Storm503.Enabled = false

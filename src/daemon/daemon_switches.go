@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // a check or vetoes a passing probe, status has no storm_503 — and a state
 // file a previous run left in the run directory is removed, so nothing
 // that reads it shows an old storm as the current one.
-func (d *daemon) newStorm(c *config.Config, trig func(string)) (*storm503.Monitor, *stormOverride) {
+func (d *Daemon) newStorm(c *config.Config, trig func(string)) (*storm503.Monitor, *stormOverride) {
 	if !c.Storm503.Enabled {
 		stale := filepath.Join(c.Paths.RunDir, runfiles.Storm503File)
 		if err := os.Remove(stale); err != nil && !errors.Is(err, fs.ErrNotExist) {

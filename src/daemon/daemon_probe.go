@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -22,12 +22,12 @@ import (
 // original node reconnected afterwards); the CLI and ubus start it and
 // poll its progress.
 const (
-	// cmdProbe starts a probe. Args: {"nodes": [NAME…]} (default: every
+	// CmdProbe starts a probe. Args: {"nodes": [NAME…]} (default: every
 	// candidate). Data: nodeprobe.JobStatus. A probe already running is an
-	// error whose data is not sent; ask cmdProbeStatus.
-	cmdProbe = "probe"
-	// cmdProbeStatus reports the running (or last) probe: nodeprobe.JobStatus.
-	cmdProbeStatus = "probe_status"
+	// error whose data is not sent; ask CmdProbeStatus.
+	CmdProbe = "probe"
+	// CmdProbeStatus reports the running (or last) probe: nodeprobe.JobStatus.
+	CmdProbeStatus = "probe_status"
 )
 
 // probeJobs is the daemon's one background probe. A process runs one
@@ -35,23 +35,23 @@ const (
 var probeJobs nodeprobe.Jobs
 
 // handleProbe answers the probe commands; handled is false for any other.
-func (d *daemon) handleProbe(req control.Request) (data any, handled bool, err error) {
+func (d *Daemon) handleProbe(req control.Request) (data any, handled bool, err error) {
 	switch req.Cmd {
-	case cmdProbe:
-		nodes, err := nodesArg(req.Args)
+	case CmdProbe:
+		nodes, err := NodesArg(req.Args)
 		if err != nil {
 			return nil, true, err
 		}
 		st, err := d.startProbe(nodes)
 		return st, true, err
-	case cmdProbeStatus:
+	case CmdProbeStatus:
 		return probeJobs.Status(), true, nil
 	}
 	return nil, false, nil
 }
 
-// nodesArg reads {"nodes": […]} (or a single {"node": NAME}).
-func nodesArg(args map[string]any) ([]string, error) {
+// NodesArg reads {"nodes": […]} (or a single {"node": NAME}).
+func NodesArg(args map[string]any) ([]string, error) {
 	var out []string
 	if v, ok := args["node"]; ok && v != nil {
 		s, ok := v.(string)
@@ -81,15 +81,15 @@ func nodesArg(args map[string]any) ([]string, error) {
 // startProbe starts a background probe of nodes (every candidate when
 // empty). The probe's context is the engine's: it ends when the daemon
 // stops, not when the client that asked goes away.
-func (d *daemon) startProbe(nodes []string) (nodeprobe.JobStatus, error) {
+func (d *Daemon) startProbe(nodes []string) (nodeprobe.JobStatus, error) {
 	c := d.cfgs.Get()
-	o, err := probeOptions(c, nodes)
+	o, err := ProbeOptions(c, nodes)
 	if err != nil {
 		return nodeprobe.JobStatus{}, err
 	}
-	o.Switcher = vendorSwitcher{v: d.vendor, mode: string(c.Main.Mode), transit: c.Main.Transit,
+	o.Switcher = VendorSwitcher{v: d.vendor, mode: string(c.Main.Mode), transit: c.Main.Transit,
 		flush: d.fw.FlushVendor, ready: d.localReady(c.Main.ConnectLocalTimeout)}
-	o.Kernel = nodeprobe.NetKernel{Firewall: d.fw.fw, ServerPorts: vendorServerPorts}
+	o.Kernel = nodeprobe.NetKernel{Firewall: d.fw.fw}
 	runDir := c.Paths.RunDir
 	file := nodeprobe.ResultsPath(runDir)
 	return probeJobs.Start(context.Background(), o.Nodes, file, func(ctx context.Context, progress func(nodeprobe.Progress)) (nodeprobe.Report, error) {
@@ -113,10 +113,10 @@ func (d *daemon) startProbe(nodes []string) (nodeprobe.JobStatus, error) {
 	})
 }
 
-// probeOptions are the probe's targets and node list from the config:
+// ProbeOptions are the probe's targets and node list from the config:
 // the L4/L7 target is the search probe (an http:// one preferred: no TLS
 // in the timing), the exit comes from an ip-echo or CDN-trace probe.
-func probeOptions(c *config.Config, nodes []string) (nodeprobe.Options, error) {
+func ProbeOptions(c *config.Config, nodes []string) (nodeprobe.Options, error) {
 	if len(nodes) == 0 {
 		nodes = append([]string(nil), c.Main.Candidates...)
 	}
@@ -153,20 +153,31 @@ func probeOptions(c *config.Config, nodes []string) (nodeprobe.Options, error) {
 	return o, nil
 }
 
-// vendorSwitcher moves the vendor CLI to a node: disconnect (flushing what
+// VendorSwitcher moves the vendor CLI to a node: disconnect (flushing what
 // a half-failed disconnect leaves), connect, then wait until the local
 // tunnel state is up.
-type vendorSwitcher struct {
-	v interface {
-		Connect(ctx context.Context, node, mode, transit string) error
-		Disconnect(ctx context.Context) error
-	}
+type VendorSwitcher struct {
+	v             vendorCLI
 	mode, transit string
 	flush         func(ctx context.Context) error // nil: nothing to flush with
 	ready         func(ctx context.Context) error // nil: connect's return is enough
 }
 
-func (s vendorSwitcher) Switch(ctx context.Context, node string) error {
+// vendorCLI is the part of the vendor CLI a switch needs.
+type vendorCLI interface {
+	Connect(ctx context.Context, node, mode, transit string) error
+	Disconnect(ctx context.Context) error
+}
+
+// NewVendorSwitcher switches v in mode through transit, with nothing to
+// flush and connect's return taken as ready: the CLI's probe without a
+// daemon, which owns no tables.
+func NewVendorSwitcher(v vendorCLI, mode, transit string) VendorSwitcher {
+	return VendorSwitcher{v: v, mode: mode, transit: transit}
+}
+
+// Switch implements nodeprobe.Switcher.
+func (s VendorSwitcher) Switch(ctx context.Context, node string) error {
 	if err := s.v.Disconnect(ctx); err != nil && s.flush != nil {
 		if ferr := s.flush(ctx); ferr != nil {
 			return fmt.Errorf("disconnect failed (%v) and its leftovers stay: %w", err, ferr)
@@ -183,7 +194,7 @@ func (s vendorSwitcher) Switch(ctx context.Context, node string) error {
 
 // localReady polls the health checker's layer 1 (proxy, tables, rules)
 // until it passes, at most timeout — connect phase 1 without phase 2.
-func (d *daemon) localReady(timeout time.Duration) func(ctx context.Context) error {
+func (d *Daemon) localReady(timeout time.Duration) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func (c *proxyCache) alive(name string) (alive, known bool) {
 // fastTrigger asks the engine for a check, but only while it supervises a
 // connected tunnel (healthy or degraded): during a connect, a cooldown or a
 // pause a check is refused anyway, and the request would only be noise.
-func (d *daemon) fastTrigger(ctx context.Context) func(string) {
+func (d *Daemon) fastTrigger(ctx context.Context) func(string) {
 	trig := d.trigger(ctx)
 	return func(reason string) {
 		w := d.engine.Load()
@@ -113,7 +113,7 @@ func (d *daemon) fastTrigger(ctx context.Context) func(string) {
 }
 
 // currentTunnel is the engine's node and transit ("" before it exists).
-func (d *daemon) currentTunnel() (node, transit string) {
+func (d *Daemon) currentTunnel() (node, transit string) {
 	if w := d.engine.Load(); w != nil {
 		st := w.Status()
 		return st.Node, st.Transit
@@ -128,7 +128,7 @@ func (d *daemon) currentTunnel() (node, transit string) {
 // no goroutine, no evidence, and nothing of it in status; without the
 // proxy exit watch the pid cache is empty too, so pid questions fall back
 // to a /proc scan (proxyCache.pids).
-func (d *daemon) startFast(ctx context.Context, c *config.Config) {
+func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	f := &fastSignals{}
 	d.fast = f
 	sw := c.FastSignal
@@ -184,7 +184,7 @@ func (d *daemon) startFast(ctx context.Context, c *config.Config) {
 
 // readFastCounters is the kill switch's counters and the moat's RSTs from
 // relays, in one map (their names do not overlap).
-func (d *daemon) readFastCounters(ctx context.Context) (map[string]uint64, error) {
+func (d *Daemon) readFastCounters(ctx context.Context) (map[string]uint64, error) {
 	ks, kerr := d.fw.fw.KillSwitchCounters(ctx)
 	m, merr := d.fw.fw.MoatCounters(ctx)
 	if kerr != nil && merr != nil {

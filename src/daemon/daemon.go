@@ -163,7 +163,7 @@ func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
 	d.setWAN(detectWAN(context.Background(), c, d.log))
-	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))
+	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 	return d.settings(c), nil
 }
 
@@ -261,7 +261,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.fw = newFWAdapter(auxCtx, firewall.New(), d.fullSpec(spec))
 	d.vendor = d.vendorClient(c)
 	d.prober = &reloadableProber{}
-	d.prober.p.Store(newChecker(c, d.probe, d.wan(), d.procs, d.ispAddr))
+	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 
 	d.startFast(auxCtx, c)
 	if err := d.startSignals(auxCtx, c); err != nil {

@@ -10,48 +10,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/route"
 )
 
-// kernelChecks are health's layer-1 views of the kernel: the vendor's
-// table and the fwmark rule.
-type kernelChecks struct{}
-
-// VendorTableExists is health.TableChecker.
-func (kernelChecks) VendorTableExists(ctx context.Context) (bool, error) {
-	c, err := nftables.New()
-	if err != nil {
-		return false, err
-	}
-	defer c.CloseLasting()
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return false, err
-	}
-	for _, t := range tables {
-		if t.Name == firewall.TableVendor {
-			return true, nil
-		}
-	}
-	return false, nil
-}
+// tunnelRule is health.RuleChecker over route's view of the fwmark rule.
+type tunnelRule struct{}
 
 // FwmarkRuleExists is health.RuleChecker.
-func (kernelChecks) FwmarkRuleExists(ctx context.Context) (bool, error) {
-	h, err := route.Open(netns.None())
-	if err != nil {
-		return false, err
-	}
-	defer h.Close()
-	st, err := h.Tunnel(ctx, route.IPv4)
-	return len(st.Rules) > 0, err
+func (tunnelRule) FwmarkRuleExists(ctx context.Context) (bool, error) {
+	return route.TunnelRuleExists(ctx)
 }
 
 // wanInfo is the uplink the egress check and the ISP address use.
@@ -69,13 +39,10 @@ func detectWAN(ctx context.Context, c *config.Config, log *slog.Logger) wanInfo 
 	w := wanInfo{Device: c.Main.WANDevice}
 	if w.Device == "" {
 		w.Auto = true
-		if h, err := route.Open(netns.None()); err == nil {
-			w.Device, _ = h.WANDevice(ctx)
-			h.Close()
-		}
+		w.Device = route.HostWANDevice(ctx)
 	}
 	if w.Device != "" {
-		w.Addr = deviceAddr(w.Device)
+		w.Addr = route.DeviceAddr(w.Device)
 	}
 	exclude := []string{"lo"}
 	if c.Main.Role.Resolve(config.OpenWrtRelease) != config.RoleLaptop {
@@ -91,21 +58,6 @@ func detectWAN(ctx context.Context, c *config.Config, log *slog.Logger) wanInfo 
 	}
 	log.Info(fmt.Sprintf("bypass-only: device=%q ip=%q exclude=[%s]", w.Device, addr, strings.Join(exclude, " ")), "auto", w.Auto)
 	return w
-}
-
-// deviceAddr is dev's first global IPv4 address.
-func deviceAddr(dev string) netip.Addr {
-	l, err := netlink.LinkByName(dev)
-	if err != nil {
-		return netip.Addr{}
-	}
-	addrs, _ := netlink.AddrList(l, netlink.FAMILY_V4)
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && ip.IsGlobalUnicast() {
-			return ip
-		}
-	}
-	return netip.Addr{}
 }
 
 // network is watchdog.Network: the ISP address is the WAN device's.
@@ -143,13 +95,13 @@ func healthConfig(c *config.Config) health.Config {
 // from the probe namespace on the LAN (nil on a laptop or when it could not
 // be made), the egress check with the proxy's bypass mark 0xff bound to the
 // WAN device.
-func newChecker(c *config.Config, probe *probeNS, wan wanInfo, procs nsProcs, isp func() netip.Addr) *health.Checker {
+func newChecker(c *config.Config, fw *firewall.Firewall, probe *probeNS, wan wanInfo, procs nsProcs, isp func() netip.Addr) *health.Checker {
 	deps := health.Deps{
 		Tunnel:  &net.Dialer{},
 		Egress:  health.NewDialer(route.MarkDirect, wan.Device),
 		Procs:   procs,
-		Table:   kernelChecks{},
-		Rule:    kernelChecks{},
+		Table:   fw,
+		Rule:    tunnelRule{},
 		ISPAddr: isp,
 		Now:     time.Now,
 	}

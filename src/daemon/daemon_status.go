@@ -3,15 +3,14 @@ package daemon
 import (
 	"context"
 	"os"
-	"sort"
 	"time"
 
-	"github.com/google/nftables"
 	"github.com/ti-mo/conntrack"
 
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/storm503"
@@ -40,7 +39,7 @@ type daemonExtras struct {
 	LogHealth   *logHealthSummary      `json:"log_health,omitempty"`
 	Storm503    *storm503.State        `json:"storm_503,omitempty"`
 	Conntrack   conntrackInfo          `json:"conntrack"`
-	NFT         []nftTable             `json:"nft"`
+	NFT         []firewall.TableSize   `json:"nft"`
 	Credentials credentials.StatusInfo `json:"credentials"`
 	Web         string                 `json:"web,omitempty"`
 }
@@ -56,68 +55,6 @@ type conntrackInfo struct {
 	Entries uint32 `json:"entries"`
 	Max     uint32 `json:"max"`
 	Error   string `json:"error,omitempty"`
-}
-
-// nftTable is one table of ours (or the vendor's) with its sizes.
-type nftTable struct {
-	Name  string         `json:"name"` // "inet killswitch"
-	Rules int            `json:"rules"`
-	Sets  map[string]int `json:"sets"` // elements per set (interval sets count boundaries)
-}
-
-// ourTables are the tables whose sizes status reports.
-var ourTables = map[string]bool{"killswitch": true, "sw_lan_tproxy": true, "sw_lan_tproxy6": true,
-	"dns_enforce": true, "surflare_moat": true, "watchdog_trace": true, "surflare": true}
-
-func nftSizes() []nftTable {
-	c, err := nftables.New()
-	if err != nil {
-		return nil
-	}
-	defer c.CloseLasting()
-	tables, err := c.ListTables()
-	if err != nil {
-		return nil
-	}
-	var out []nftTable
-	for _, t := range tables {
-		if !ourTables[t.Name] {
-			continue
-		}
-		nt := nftTable{Name: familyWord(t.Family) + " " + t.Name, Sets: map[string]int{}}
-		if chains, err := c.ListChainsOfTableFamily(t.Family); err == nil {
-			for _, ch := range chains {
-				if ch.Table.Name != t.Name {
-					continue
-				}
-				if rs, err := c.GetRules(t, ch); err == nil {
-					nt.Rules += len(rs)
-				}
-			}
-		}
-		if sets, err := c.GetSets(t); err == nil {
-			for _, s := range sets {
-				if es, err := c.GetSetElements(s); err == nil {
-					nt.Sets[s.Name] = len(es)
-				}
-			}
-		}
-		out = append(out, nt)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func familyWord(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	}
-	return "other"
 }
 
 func conntrackCount() conntrackInfo {
@@ -144,7 +81,7 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 		ProbePath:   "none (laptop or probe namespace unavailable)",
 		Keepalive:   d.sig.clamp.Status(),
 		Conntrack:   conntrackCount(),
-		NFT:         nftSizes(),
+		NFT:         d.fw.fw.TableSizes(ctx),
 		Credentials: credentials.Status(d.credOpts(c)),
 		Web:         d.webAddr,
 	}

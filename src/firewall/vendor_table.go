@@ -62,3 +62,24 @@ func (f *Firewall) FlushVendor(ctx context.Context) error {
 	}
 	return nil
 }
+
+// VendorTableExists reports whether `inet surflare` is there: the vendor
+// builds it on connect, so a connected vendor without it is broken (health
+// layer 1).
+func (f *Firewall) VendorTableExists(ctx context.Context) (bool, error) {
+	c, err := f.conn()
+	if err != nil {
+		return false, err
+	}
+	defer c.CloseLasting()
+	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return false, fmt.Errorf("listing tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == TableVendor {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -3,7 +3,9 @@ package route
 import (
 	"context"
 	"errors"
+	"net/netip"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -58,4 +60,45 @@ func eachFamily(fn func(h *Handle, fam Family) error) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TunnelRuleExists reports whether an IPv4 fwmark 0x1 rule is there (the
+// vendor's or ours): without it marked traffic never reaches the proxy
+// (health layer 1).
+func TunnelRuleExists(ctx context.Context) (bool, error) {
+	h, err := Open(netns.None())
+	if err != nil {
+		return false, err
+	}
+	defer h.Close()
+	st, err := h.Tunnel(ctx, IPv4)
+	return len(st.Rules) > 0, err
+}
+
+// HostWANDevice is WANDevice in the caller's namespace; "" when there is
+// no default route (or netlink cannot be opened).
+func HostWANDevice(ctx context.Context) string {
+	h, err := Open(netns.None())
+	if err != nil {
+		return ""
+	}
+	defer h.Close()
+	dev, _ := h.WANDevice(ctx)
+	return dev
+}
+
+// DeviceAddr is dev's first global IPv4 address in the caller's namespace;
+// the zero Addr when it has none.
+func DeviceAddr(dev string) netip.Addr {
+	l, err := netlink.LinkByName(dev)
+	if err != nil {
+		return netip.Addr{}
+	}
+	addrs, _ := netlink.AddrList(l, netlink.FAMILY_V4)
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok && ip.IsGlobalUnicast() {
+			return ip
+		}
+	}
+	return netip.Addr{}
 }

@@ -49,7 +49,7 @@ type Daemon struct {
 	engine atomic.Pointer[watchdog.Watchdog] // w, for goroutines started before it exists
 	vendor *surflare.Client
 	prober *reloadableProber
-	probe  *probeNS
+	probe  *route.ProbeNS
 	sig    *signals
 	fast   *fastSignals // daemon_fast.go
 	procs  nsProcs
@@ -188,7 +188,7 @@ func (d *Daemon) ispAddr() netip.Addr {
 // (DHCP leases and the neighbour table, as `firewall apply` finds them).
 func (d *Daemon) fullSpec(s firewall.Spec) firewall.Spec {
 	if d.probe != nil {
-		s.ProbeSrc = []netip.Addr{d.probe.addr}
+		s.ProbeSrc = []netip.Addr{d.probe.Addr()}
 	}
 	if len(s.Bypass) == 0 {
 		return s
@@ -203,7 +203,7 @@ func (d *Daemon) fullSpec(s firewall.Spec) firewall.Spec {
 }
 
 // keepLearned carries what the daemon learned at run time into a Spec
-// rebuilt from the config on reload: the relays (daemon_relays.go) are in
+// rebuilt from the config on reload: the relays (package relays) are in
 // no config, and the learner never learns an address twice, so dropping
 // them would leave the moat and the loop guard's siblings without them
 // until a restart.
@@ -251,10 +251,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 				break
 			}
 		}
-		if d.probe, err = newProbeNS(c.Main.LANInterface, lan); err != nil {
+		if d.probe, err = route.NewProbeNS(c.Main.LANInterface, lan); err != nil {
 			d.log.Error("Probe 7 disabled: the LAN probe namespace could not be made; LAN-path faults will show only as client failures", "err", err)
 		} else {
-			d.log.Info("Probe 7 runs from a namespace on the LAN", "bridge", c.Main.LANInterface, "addr", d.probe.addr.String())
+			d.log.Info("Probe 7 runs from a namespace on the LAN", "bridge", c.Main.LANInterface, "addr", d.probe.Addr().String())
 			defer d.probe.Close()
 		}
 	}
@@ -284,7 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	})
 	deps := watchdog.Deps{
 		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,
-		ConnKiller: &connKiller{lanIf: c.Main.LANInterface, procs: d.procs, comm: c.Vendor.ProxyComm, log: d.log},
+		ConnKiller: &route.ConnKiller{LANIf: c.Main.LANInterface, Keep: d.procs.socketsOf(c.Vendor.ProxyComm), Log: d.log},
 		Network:    network{wan: d.wan},
 		Signals:    d.sig,
 		Cleanup:    steps,

@@ -9,6 +9,7 @@ import (
 	"surflare-watchdog/src/api"
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/credentials"
+	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/ubus"
 	"surflare-watchdog/src/watchdog"
 )
@@ -109,7 +110,7 @@ func (d *Daemon) startFrontends(ctx context.Context, c *config.Config) {
 	}
 	var lan netip.Addr
 	if d.role == string(config.RoleRouter) {
-		lan, _, _ = lanGateway(c.Main.LANInterface, netip.Prefix{})
+		lan, _, _ = route.LANGateway(c.Main.LANInterface, netip.Prefix{})
 	}
 	d.webAddr = api.ListenAddress(c.Web, lan)
 	copts := d.credOpts(c)

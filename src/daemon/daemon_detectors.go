@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net/netip"
 	"path/filepath"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/relays"
+	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
 	"surflare-watchdog/src/watchdog"
 )
@@ -80,8 +83,13 @@ func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 		}
 	}
 	d.startLoopGuard(ctx, c)
-	relays := newRelayLearner(d.fw, d.log)
-	d.goAux(ctx, "relay learner", relays.run)
+	learner := relays.New(relays.Options{
+		Conntrack:   relays.KernelConntrack{},
+		ServerPorts: d.fw.fw.VendorServerPorts,
+		LocalAddrs:  route.LocalAddrs,
+		Add:         d.fw.AddRelays,
+	})
+	d.goAux(ctx, "relay learner", learner.Run)
 	if c.Main.StrictDirect {
 		w := &serverPortsWatch{fw: d.fw, log: d.log, seen: map[uint16]bool{}}
 		d.goAux(ctx, "server ports", w.run)
@@ -93,7 +101,13 @@ func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 		} else {
 			o := detect.FromConfig(c, sampler, trig)
 			o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) {
-				relays.observe(ctx, conns)
+				var dsts []netip.AddrPort
+				for _, c := range conns {
+					if c.Outbound && c.State == detect.StateEstablished {
+						dsts = append(dsts, c.Remote)
+					}
+				}
+				learner.Observe(ctx, dsts)
 			}
 			det, err := detect.New(o)
 			if err != nil {

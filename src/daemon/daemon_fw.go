@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"sync"
 
 	"surflare-watchdog/src/firewall"
@@ -66,6 +68,20 @@ func (a *fwAdapter) SetBase(ctx context.Context, s firewall.Spec) error {
 		return nil
 	}
 	return a.apply(ctx)
+}
+
+// AddRelays puts relays the daemon learned (package relays) into the
+// Spec's Relays, so the moat counts on their paths and the loop guard
+// knows them as siblings.
+func (a *fwAdapter) AddRelays(ctx context.Context, relays []netip.Addr) error {
+	s := a.Base()
+	for _, r := range relays {
+		p := netip.PrefixFrom(r, r.BitLen())
+		if !slices.Contains(s.Relays, p) {
+			s.Relays = append(s.Relays, p)
+		}
+	}
+	return a.SetBase(ctx, s)
 }
 
 // Base is the config part of the Spec.

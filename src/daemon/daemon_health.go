@@ -95,7 +95,7 @@ func healthConfig(c *config.Config) health.Config {
 // from the probe namespace on the LAN (nil on a laptop or when it could not
 // be made), the egress check with the proxy's bypass mark 0xff bound to the
 // WAN device.
-func newChecker(c *config.Config, fw *firewall.Firewall, probe *probeNS, wan wanInfo, procs nsProcs, isp func() netip.Addr) *health.Checker {
+func newChecker(c *config.Config, fw *firewall.Firewall, probe *route.ProbeNS, wan wanInfo, procs nsProcs, isp func() netip.Addr) *health.Checker {
 	deps := health.Deps{
 		Tunnel:  &net.Dialer{},
 		Egress:  health.NewDialer(route.MarkDirect, wan.Device),

@@ -10,6 +10,7 @@ import (
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/loopguard"
+	"surflare-watchdog/src/route"
 )
 
 // startLoopGuard builds the loop guard with its own sampler, socket killer
@@ -32,7 +33,7 @@ func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 		return
 	}
 	o.Sampler = sampler
-	k, err := loopguard.NewSocketKiller(netns.None())
+	k, err := route.NewSocketKiller(netns.None())
 	if err != nil {
 		d.log.Warn("Loop guard: looped sockets will not be cut", "err", err)
 	} else {
@@ -66,7 +67,7 @@ func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 
 // relaySiblings is the loop guard's Options.Siblings: a loop to one of the
 // proxy's relays (an address the relay learner found the proxy using on a
-// vendor server port, daemon_relays.go, kept in the Spec's Relays) moves
+// vendor server port, package relays, kept in the Spec's Relays) moves
 // on to the other relays once it is blocked, because the proxy fails over,
 // so their circuits open with its. A sibling is another learned relay at
 // the looping endpoint's port (the vendor's relays share their ports) and

@@ -62,3 +62,15 @@ func (p nsProcs) First(name string) int {
 	}
 	return pid
 }
+
+// socketsOf lists the socket inodes of name's first process in our
+// namespace: the current proxy's, which the connection killer keeps.
+func (p nsProcs) socketsOf(name string) func() map[uint32]bool {
+	return func() map[uint32]bool {
+		out := map[uint32]bool{}
+		if pid := p.First(name); pid > 0 {
+			p.scan.SocketInodes(pid, out)
+		}
+		return out
+	}
+}

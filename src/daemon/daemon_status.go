@@ -5,14 +5,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/ti-mo/conntrack"
-
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loopguard"
+	"surflare-watchdog/src/relays"
 	"surflare-watchdog/src/storm503"
 	"surflare-watchdog/src/watchdog"
 )
@@ -38,7 +37,7 @@ type daemonExtras struct {
 	Detector    *detect.Status         `json:"early_detector,omitempty"`
 	LogHealth   *logHealthSummary      `json:"log_health,omitempty"`
 	Storm503    *storm503.State        `json:"storm_503,omitempty"`
-	Conntrack   conntrackInfo          `json:"conntrack"`
+	Conntrack   relays.Stats           `json:"conntrack"`
 	NFT         []firewall.TableSize   `json:"nft"`
 	Credentials credentials.StatusInfo `json:"credentials"`
 	Web         string                 `json:"web,omitempty"`
@@ -51,25 +50,6 @@ type logHealthSummary struct {
 	Error string `json:"error,omitempty"`
 }
 
-type conntrackInfo struct {
-	Entries uint32 `json:"entries"`
-	Max     uint32 `json:"max"`
-	Error   string `json:"error,omitempty"`
-}
-
-func conntrackCount() conntrackInfo {
-	c, err := conntrack.Dial(nil)
-	if err != nil {
-		return conntrackInfo{Error: err.Error()}
-	}
-	defer c.Close()
-	st, err := c.StatsGlobal()
-	if err != nil {
-		return conntrackInfo{Error: err.Error()}
-	}
-	return conntrackInfo{Entries: st.Entries, Max: st.MaxEntries}
-}
-
 // status assembles the full snapshot.
 func (d *Daemon) status(ctx context.Context) daemonStatus {
 	now := time.Now()
@@ -80,13 +60,13 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 		WAN:         d.wan(),
 		ProbePath:   "none (laptop or probe namespace unavailable)",
 		Keepalive:   d.sig.clamp.Status(),
-		Conntrack:   conntrackCount(),
+		Conntrack:   relays.KernelConntrack{}.Stats(),
 		NFT:         d.fw.fw.TableSizes(ctx),
 		Credentials: credentials.Status(d.credOpts(c)),
 		Web:         d.webAddr,
 	}
 	if d.probe != nil {
-		x.ProbePath = "namespace on " + c.Main.LANInterface + " via " + d.probe.hostIf + ", " + d.probe.addr.String()
+		x.ProbePath = "namespace on " + c.Main.LANInterface + " via " + d.probe.HostIf() + ", " + d.probe.Addr().String()
 	}
 	if d.sig.proxy != nil {
 		x.Proxy = d.sig.proxy.info()

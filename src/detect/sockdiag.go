@@ -110,7 +110,7 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 	}
 	inodes := map[uint32]bool{}
 	for _, pid := range pids {
-		socketInodes(filepath.Join(s.procRoot, strconv.Itoa(pid), "fd"), inodes)
+		procscan.Scanner{Root: s.procRoot}.SocketInodes(pid, inodes)
 	}
 	if len(inodes) == 0 {
 		return nil, nil
@@ -150,25 +150,6 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 		}
 	}
 	return out, nil
-}
-
-// socketInodes adds the inodes of the socket descriptors in fdDir. A process
-// that exits meanwhile just contributes nothing.
-func socketInodes(fdDir string, into map[uint32]bool) {
-	ents, err := os.ReadDir(fdDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		l, err := os.Readlink(filepath.Join(fdDir, e.Name()))
-		if err != nil || !strings.HasPrefix(l, "socket:[") {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]"), 10, 32)
-		if err == nil {
-			into[uint32(n)] = true
-		}
-	}
 }
 
 func readPortRange(path string) (lo, hi uint16, err error) {

@@ -1,4 +1,4 @@
-package loopguard
+package route
 
 import (
 	"encoding/binary"
@@ -77,7 +77,7 @@ func socketIn(ns netns.NsHandle) (int, error) {
 	}
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_SOCK_DIAG)
 	if serr := netns.Set(orig); serr != nil {
-		panic("loop guard: cannot return to the original network namespace: " + serr.Error())
+		panic("route: cannot return to the original network namespace: " + serr.Error())
 	}
 	return fd, err
 }

@@ -1,4 +1,4 @@
-package daemon
+package route
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// probeNS is where probe 7 runs from: a tiny network namespace of the
+// ProbeNS is where the daemon's probe 7 runs from: a tiny network namespace of the
 // daemon's own, plugged into the LAN bridge by a veth pair, with an address
 // of the LAN. Its connections enter the router through br-lan exactly as a
 // LAN client's do — through ip sw_lan_tproxy into the proxy — so probe 7
@@ -24,12 +24,18 @@ import (
 // The namespace has no name: it lives as long as the daemon holds its
 // descriptor, so a crashed daemon leaves nothing behind (the kernel removes
 // the namespace, and with it both ends of the veth).
-type probeNS struct {
+type ProbeNS struct {
 	ns     netns.NsHandle
 	orig   netns.NsHandle
 	addr   netip.Addr // the probe's LAN address
 	hostIf string
 }
+
+// Addr is the probe's address on the LAN.
+func (p *ProbeNS) Addr() netip.Addr { return p.addr }
+
+// HostIf is the router's end of the probe's veth, a port of the LAN bridge.
+func (p *ProbeNS) HostIf() string { return p.hostIf }
 
 // Probe namespace link names; the host end is what `ip link` shows on the
 // router, enslaved to the LAN bridge.
@@ -51,13 +57,18 @@ func probeAddr(lan netip.Prefix) (netip.Addr, error) {
 	return netip.AddrFrom4([4]byte{byte(host >> 24), byte(host >> 16), byte(host >> 8), byte(host)}), nil
 }
 
-// lanGateway is the router's IPv4 address on lanIf inside lan.
-func lanGateway(lanIf string, lan netip.Prefix) (netip.Addr, netip.Prefix, error) {
-	l, err := netlink.LinkByName(lanIf)
+// LANGateway is the router's IPv4 address on lanIf inside lan (any
+// subnet when lan is the zero Prefix) and that address's subnet.
+func LANGateway(lanIf string, lan netip.Prefix) (netip.Addr, netip.Prefix, error) {
+	return lanGatewayOn(&netlink.Handle{}, lanIf, lan)
+}
+
+func lanGatewayOn(nh *netlink.Handle, lanIf string, lan netip.Prefix) (netip.Addr, netip.Prefix, error) {
+	l, err := nh.LinkByName(lanIf)
 	if err != nil {
 		return netip.Addr{}, netip.Prefix{}, fmt.Errorf("LAN interface %s: %w", lanIf, err)
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	addrs, err := nh.AddrList(l, netlink.FAMILY_V4)
 	if err != nil {
 		return netip.Addr{}, netip.Prefix{}, fmt.Errorf("addresses of %s: %w", lanIf, err)
 	}
@@ -72,10 +83,10 @@ func lanGateway(lanIf string, lan netip.Prefix) (netip.Addr, netip.Prefix, error
 	return netip.Addr{}, netip.Prefix{}, fmt.Errorf("%s has no IPv4 address in %s", lanIf, lan)
 }
 
-// newProbeNS builds the namespace and plugs it into lanIf. lan may be the
+// NewProbeNS builds the namespace and plugs it into lanIf. lan may be the
 // zero prefix: the subnet of lanIf's address is used.
-func newProbeNS(lanIf string, lan netip.Prefix) (*probeNS, error) {
-	gw, subnet, err := lanGateway(lanIf, lan)
+func NewProbeNS(lanIf string, lan netip.Prefix) (*ProbeNS, error) {
+	gw, subnet, err := LANGateway(lanIf, lan)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +112,7 @@ func newProbeNS(lanIf string, lan netip.Prefix) (*probeNS, error) {
 		orig.Close()
 		return nil, err
 	}
-	p := &probeNS{ns: ns, orig: orig, addr: addr, hostIf: probeHostIf}
+	p := &ProbeNS{ns: ns, orig: orig, addr: addr, hostIf: probeHostIf}
 	if err := p.plug(bridge, gw, subnet); err != nil {
 		p.Close()
 		return nil, err
@@ -139,7 +150,7 @@ func probeMAC(addr netip.Addr) net.HardwareAddr {
 	return net.HardwareAddr{0xfe, 0x5f, a[0], a[1], a[2], a[3]}
 }
 
-func (p *probeNS) plug(bridge netlink.Link, gw netip.Addr, subnet netip.Prefix) error {
+func (p *ProbeNS) plug(bridge netlink.Link, gw netip.Addr, subnet netip.Prefix) error {
 	bridgeMAC := bridge.Attrs().HardwareAddr
 	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: probeHostIf, MasterIndex: bridge.Attrs().Index,
 		HardwareAddr: probeMAC(p.addr)},
@@ -194,7 +205,7 @@ func (p *probeNS) plug(bridge netlink.Link, gw netip.Addr, subnet netip.Prefix) 
 // DialContext opens a connection from inside the probe namespace (the
 // socket is created there; the namespace a socket lives in is fixed when it
 // is created). It is the health checker's Proxy dialer.
-func (p *probeNS) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+func (p *ProbeNS) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	type res struct {
 		c   net.Conn
 		err error
@@ -220,7 +231,7 @@ func (p *probeNS) DialContext(ctx context.Context, network, address string) (net
 }
 
 // Close unplugs and releases the namespace.
-func (p *probeNS) Close() error {
+func (p *ProbeNS) Close() error {
 	var errs []error
 	if l, err := netlink.LinkByName(p.hostIf); err == nil {
 		if err := netlink.LinkDel(l); err != nil {

@@ -11,32 +11,28 @@ import (
 
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/route"
+	"surflare-watchdog/src/watchdog"
 )
 
-// fwAdapter is the watchdog's imperative Firewall interface on top of the
-// firewall package's declarative Apply: every call changes one of two
-// flags and applies the Spec they give, and a Guard keeps that Spec in the
-// kernel (fw4 restart, `nft flush ruleset`) until the watchdog stops.
+// fwAdapter is the watchdog's Firewall on top of the firewall package's
+// declarative Apply: the engine decides the mode (watchdog.FirewallMode,
+// derived from its facts beside nextState) and Set turns it into the Spec
+// to apply; a Guard keeps that Spec in the kernel (fw4 restart, `nft flush
+// ruleset`) until the tables are down on purpose.
 //
-//	state                       Spec
-//	startup / connecting        kill switch + moat, LAN tproxy tombstoned (ProxyDown)
-//	tunnel verified (RestoreLAN) everything, LAN TCP into the proxy
-//	storm cooldown              as connecting: LAN TCP reset, domestic direct
-//	fail-open                   no tables at all, guard idle
-//	stopped                     kill switch only (or nothing with --open-on-exit)
-//
-// The kill switch itself never changes between these: the relay and
-// account-API endpoints are in it all along, so nothing needs opening for a
-// reconnect.
+//	mode           Spec
+//	kill-switch    kill switch + moat, LAN tproxy tombstoned (ProxyDown)
+//	lan-proxy      everything, LAN TCP into the proxy, tunnel routing ensured
+//	fail-open      no tables at all, guard idle
+//	stopped        kill switch only, guard off for good
+//	stopped-open   no tables at all, guard off for good
 type fwAdapter struct {
 	fw  *firewall.Firewall
 	log *slog.Logger
 
-	mu        sync.Mutex
-	base      firewall.Spec // from the config; replaced on reload
-	proxyDown bool          // LAN tproxy tombstoned
-	open      bool          // fail-open: nothing installed
-	stopped   bool          // torn down for good: the guard stays off
+	mu   sync.Mutex
+	base firewall.Spec // from the config; replaced on reload
+	mode watchdog.FirewallMode
 
 	guardCtx    context.Context // parent of the guard (the daemon's)
 	guardCancel context.CancelFunc
@@ -44,17 +40,27 @@ type fwAdapter struct {
 }
 
 func newFWAdapter(ctx context.Context, fw *firewall.Firewall, base firewall.Spec) *fwAdapter {
-	return &fwAdapter{fw: fw, base: base, proxyDown: true, guardCtx: ctx,
+	return &fwAdapter{fw: fw, base: base, mode: watchdog.FirewallKillSwitch, guardCtx: ctx,
 		log: slog.Default().With("subsystem", "firewall")}
 }
 
-// spec is the Spec the flags give now; the guard calls it on every pass.
+// spec is the Spec the mode gives now; the guard calls it on every pass.
 func (a *fwAdapter) spec() firewall.Spec {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.base
-	s.ProxyDown = a.proxyDown
+	s.ProxyDown = a.mode != watchdog.FirewallLANProxy
 	return s
+}
+
+// tablesDownLocked: the mode has no tables of ours to keep (or keeps only
+// the kill switch, for good); nothing applies or guards them.
+func (a *fwAdapter) tablesDownLocked() bool {
+	switch a.mode {
+	case watchdog.FirewallFailOpen, watchdog.FirewallStopped, watchdog.FirewallStoppedOpen:
+		return true
+	}
+	return false
 }
 
 // SetBase replaces the config part of the Spec (reload, learned relays)
@@ -62,7 +68,7 @@ func (a *fwAdapter) spec() firewall.Spec {
 func (a *fwAdapter) SetBase(ctx context.Context, s firewall.Spec) error {
 	a.mu.Lock()
 	a.base = s
-	skip := a.open || a.stopped
+	skip := a.tablesDownLocked()
 	a.mu.Unlock()
 	if skip {
 		return nil
@@ -74,14 +80,18 @@ func (a *fwAdapter) SetBase(ctx context.Context, s firewall.Spec) error {
 // Spec's Relays, so the moat counts on their paths and the loop guard
 // knows them as siblings.
 func (a *fwAdapter) AddRelays(ctx context.Context, relays []netip.Addr) error {
-	s := a.Base()
-	for _, r := range relays {
-		p := netip.PrefixFrom(r, r.BitLen())
-		if !slices.Contains(s.Relays, p) {
-			s.Relays = append(s.Relays, p)
+	_, err := a.updateBase(ctx, func(s *firewall.Spec) bool {
+		s.Relays = slices.Clone(s.Relays)
+		changed := false
+		for _, r := range relays {
+			if p := netip.PrefixFrom(r, r.BitLen()); !slices.Contains(s.Relays, p) {
+				s.Relays = append(s.Relays, p)
+				changed = true
+			}
 		}
-	}
-	return a.SetBase(ctx, s)
+		return changed
+	})
+	return err
 }
 
 // Base is the config part of the Spec.
@@ -104,7 +114,7 @@ func (a *fwAdapter) apply(ctx context.Context) error {
 func (a *fwAdapter) ensureGuard() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.guardCancel != nil || a.open || a.stopped || a.guardCtx.Err() != nil {
+	if a.guardCancel != nil || a.tablesDownLocked() || a.guardCtx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(a.guardCtx)
@@ -131,77 +141,48 @@ func (a *fwAdapter) stopGuard() {
 	}
 }
 
-func (a *fwAdapter) set(f func()) {
+// Set is watchdog.Firewall: it makes the tables match mode.
+func (a *fwAdapter) Set(ctx context.Context, mode watchdog.FirewallMode) error {
 	a.mu.Lock()
-	f()
+	a.mode = mode
 	a.mu.Unlock()
-}
-
-// InstallMoat applies the whole Spec with the LAN tproxy tombstoned: the
-// moat and the kill switch go in together, in one batch, before anything
-// else (arming the kill switch early is only safer).
-func (a *fwAdapter) InstallMoat(ctx context.Context) error {
-	a.set(func() { a.proxyDown, a.open = true, false })
-	if err := a.apply(ctx); err != nil {
-		return fmt.Errorf("installing moat and kill switch: %w", err)
-	}
-	return nil
-}
-
-// ArmKillSwitch (startup and the start of every connect) re-applies with
-// the LAN tproxy tombstoned: the proxy is about to be restarted, and LAN
-// TCP is better reset at once than left hanging on a closed port.
-func (a *fwAdapter) ArmKillSwitch(ctx context.Context) error {
-	a.set(func() { a.proxyDown, a.open = true, false })
-	return a.apply(ctx)
-}
-
-// RestoreLAN sends LAN TCP into the verified proxy and makes sure the
-// fwmark rule and table 100 deliver it locally.
-func (a *fwAdapter) RestoreLAN(ctx context.Context) error {
-	a.set(func() { a.proxyDown = false })
-	if err := a.apply(ctx); err != nil {
+	switch mode {
+	case watchdog.FirewallKillSwitch:
+		// Startup, every connect, the storm cooldown: LAN TCP is reset at
+		// once rather than left hanging on a proxy about to restart.
+		if err := a.apply(ctx); err != nil {
+			return fmt.Errorf("installing moat and kill switch: %w", err)
+		}
+		return nil
+	case watchdog.FirewallLANProxy:
+		if err := a.apply(ctx); err != nil {
+			return err
+		}
+		if _, err := a.fw.EnsureRouting(ctx, a.spec()); err != nil {
+			return fmt.Errorf("tunnel routing: %w", err)
+		}
+		return nil
+	case watchdog.FirewallFailOpen:
+		// The guard stops first so it does not put the tables back; a
+		// later kill-switch Set re-arms.
+		a.stopGuard()
+		if _, err := a.fw.Teardown(ctx, false); err != nil {
+			return fmt.Errorf("fail-open teardown: %w", err)
+		}
+		a.log.Warn("FAIL-OPEN: kill switch removed; traffic leaves without the tunnel until a login succeeds")
+		return nil
+	case watchdog.FirewallStopped, watchdog.FirewallStoppedOpen:
+		a.stopGuard()
+		_, err := a.fw.Teardown(ctx, mode == watchdog.FirewallStopped)
 		return err
 	}
-	if _, err := a.fw.EnsureRouting(ctx, a.spec()); err != nil {
-		return fmt.Errorf("tunnel routing: %w", err)
-	}
-	return nil
-}
-
-// Cooldown on: LAN TCP is reset (the proxy is stopped), domestic and
-// bypassed traffic keep going direct, the kill switch stays.
-func (a *fwAdapter) Cooldown(ctx context.Context, on bool) error {
-	a.set(func() { a.proxyDown = on })
-	return a.apply(ctx)
-}
-
-// FailOpen removes every table of ours (the user chose availability over
-// privacy after repeated login failures); the guard stops so it does not
-// put them back. ArmKillSwitch re-arms.
-func (a *fwAdapter) FailOpen(ctx context.Context) error {
-	a.set(func() { a.open = true })
-	a.stopGuard()
-	if _, err := a.fw.Teardown(ctx, false); err != nil {
-		return fmt.Errorf("fail-open teardown: %w", err)
-	}
-	a.log.Warn("FAIL-OPEN: kill switch removed; traffic leaves without the tunnel until a login succeeds")
-	return nil
-}
-
-// Teardown is the stop: the guard ends first, then the tables go (all
-// but the kill switch when keepKillSwitch).
-func (a *fwAdapter) Teardown(ctx context.Context, keepKillSwitch bool) error {
-	a.set(func() { a.stopped = true })
-	a.stopGuard()
-	_, err := a.fw.Teardown(ctx, keepKillSwitch)
-	return err
+	return fmt.Errorf("unknown firewall mode %d", int(mode))
 }
 
 // FlushVendor removes what the vendor leaves behind when it is killed or
 // half disconnected: its table, every fwmark rule (duplicates included)
-// and table 100's route. RestoreLAN puts ours back once a new tunnel is
-// verified.
+// and table 100's route. The lan-proxy mode puts ours back once a new
+// tunnel is verified.
 func (a *fwAdapter) FlushVendor(ctx context.Context) error {
 	return errors.Join(a.fw.FlushVendor(ctx), route.ClearTunnel(ctx))
 }

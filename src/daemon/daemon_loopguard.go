@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/netip"
 
-	"github.com/vishvananda/netns"
-
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detect"
 	"surflare-watchdog/src/firewall"
@@ -33,7 +31,7 @@ func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 		return
 	}
 	o.Sampler = sampler
-	k, err := route.NewSocketKiller(netns.None())
+	k, err := route.NewSocketKiller(0) // 0: our own namespace
 	if err != nil {
 		d.log.Warn("Loop guard: looped sockets will not be cut", "err", err)
 	} else {

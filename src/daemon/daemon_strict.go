@@ -75,7 +75,7 @@ func (a *fwAdapter) updateBase(ctx context.Context, f func(*firewall.Spec) bool)
 		return false, nil
 	}
 	a.base = s
-	skip := a.open || a.stopped
+	skip := a.tablesDownLocked()
 	a.mu.Unlock()
 	if skip {
 		return true, nil

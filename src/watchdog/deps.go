@@ -17,29 +17,14 @@ type Vendor interface {
 	Login(ctx context.Context) error
 }
 
-// Firewall is every table the watchdog owns (package firewall behind an
-// adapter in cmd).
+// Firewall is the kernel side of the engine's firewall mode.
 type Firewall interface {
-	// InstallMoat sets up the RST/FIN/SYN anomaly counters.
-	InstallMoat(ctx context.Context) error
-	// ArmKillSwitch installs (or confirms) the kill switch with only the
-	// relay and account-API endpoints allowed. Idempotent.
-	ArmKillSwitch(ctx context.Context) error
+	// Set makes the tables match mode (firewallmode.go); calling it again
+	// with the same mode re-applies it.
+	Set(ctx context.Context, mode FirewallMode) error
 	// FlushVendor removes what the vendor left: its table, its fwmark
 	// rule(s) and the table-100 route (a half-up disconnect leaves them).
 	FlushVendor(ctx context.Context) error
-	// RestoreLAN applies chnroute sets and the LAN tproxy/DNS tables once
-	// the tunnel is verified.
-	RestoreLAN(ctx context.Context) error
-	// Cooldown switches storm mode: on = LAN is not sent into the (stopped)
-	// proxy, the kill switch still blocks foreign traffic, domestic and
-	// bypassed traffic keep working; off = back to normal.
-	Cooldown(ctx context.Context, on bool) error
-	// FailOpen drops the kill switch after repeated auth failures, when the
-	// user enabled it.
-	FailOpen(ctx context.Context) error
-	// Teardown removes our tables; keepKillSwitch leaves the kill switch.
-	Teardown(ctx context.Context, keepKillSwitch bool) error
 }
 
 // Prober runs health checks (health.Checker satisfies it).

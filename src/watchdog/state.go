@@ -40,6 +40,11 @@ type facts struct {
 	consecutiveFails           int
 	cooldownUntil              time.Time
 	auth                       authFacts
+	// lanProxied: a connect verified the tunnel and sent the LAN into the
+	// proxy; cleared when a connect starts, a storm cooldown begins or the
+	// kill switch is dropped (firewallmode.go).
+	lanProxied bool
+	stopOpen   bool // the stop removes the kill switch too (--open-on-exit)
 }
 
 // authFacts are the authentication half of the facts.

@@ -44,9 +44,14 @@ type Daemon struct {
 	log  *slog.Logger
 	role string // "router" or "laptop"
 
-	fw     *fwAdapter
-	w      *watchdog.Watchdog
-	engine atomic.Pointer[watchdog.Watchdog] // w, for goroutines started before it exists
+	fw *fwAdapter
+	w  *watchdog.Watchdog
+	// inbox carries the detectors' requests for a check to the engine;
+	// made before both, so the detectors never need the engine.
+	inbox *watchdog.Inbox
+	// tunnel is the node and transit in use as the engine's events last
+	// said (followEvents): what the detectors ask instead of the engine.
+	tunnel atomic.Pointer[tunnelView]
 	vendor *surflare.Client
 	prober *reloadableProber
 	probe  *route.ProbeNS
@@ -71,7 +76,8 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{}}
+	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{},
+		inbox: watchdog.NewInbox()}
 	for _, w := range h.Warnings() {
 		d.log.Warn("config: " + w.String())
 	}
@@ -173,14 +179,23 @@ func (d *Daemon) settings(c *config.Config) watchdog.Settings {
 	return watchdog.SettingsFromConfig(c)
 }
 
-// ispAddr feeds the checker's domestic-exit test.
+// ispAddr feeds the checker's domestic-exit test: the WAN device's
+// address, the one the engine takes as the ISP's at startup
+// (watchdog.Network).
 func (d *Daemon) ispAddr() netip.Addr {
-	if w := d.engine.Load(); w != nil {
-		if a := w.ISPAddr(); a.IsValid() {
-			return a
-		}
-	}
 	return d.wan().Addr
+}
+
+// tunnelView is the tunnel in use, as an engine event named it.
+type tunnelView struct{ node, transit string }
+
+// currentTunnel is the node and transit in use as the engine's events last
+// said ("" before the first).
+func (d *Daemon) currentTunnel() (node, transit string) {
+	if v := d.tunnel.Load(); v != nil {
+		return v.node, v.transit
+	}
+	return "", ""
 }
 
 // fullSpec completes a Spec from the config with what only the running
@@ -287,6 +302,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ConnKiller: &route.ConnKiller{LANIf: c.Main.LANInterface, Keep: d.procs.socketsOf(c.Vendor.ProxyComm), Log: d.log},
 		Network:    network{wan: d.wan},
 		Signals:    d.sig,
+		Inbox:      d.inbox,
 		Cleanup:    steps,
 		LoadSettings: func() (watchdog.Settings, error) {
 			return d.loadSettings()
@@ -302,7 +318,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
 		return err
 	}
-	d.engine.Store(d.w)
 
 	d.goAux(auxCtx, "control socket", func(ctx context.Context) error {
 		return serveControl(ctx, runDir, d)

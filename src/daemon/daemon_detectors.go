@@ -33,19 +33,11 @@ func keepaliveCgroup(runDir string) string {
 	return cg
 }
 
-// trigger asks the engine for a check now (early detector, 503 storm); it
-// never blocks the caller.
-func (d *Daemon) trigger(ctx context.Context) func(string) {
-	return func(reason string) {
-		go func() {
-			d.log.Info("Check requested by a detector", "reason", reason)
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if w := d.engine.Load(); w != nil {
-				_ = w.Check(cctx)
-			}
-		}()
-	}
+// trigger asks the engine for a check now (early detector, 503 storm,
+// fast signals) through the inbox; it never blocks the caller, and the
+// engine decides whether to act.
+func (d *Daemon) trigger(reason string) {
+	d.inbox.RequestCheck(reason)
 }
 
 // startSignals builds and starts the detectors: keepalive clamp, 503
@@ -63,7 +55,7 @@ func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 		s.clamp, _ = keepalive.New(keepalive.Config{Idle: c.Keepalive.Idle, Interval: c.Keepalive.Interval,
 			Count: c.Keepalive.Count, CgroupPath: cg}) // New logs the outcome itself
 	}
-	trig := d.trigger(ctx)
+	trig := d.trigger
 	s.storm, s.g2 = d.newStorm(c, trig) // nil, nil when storm503.enabled=0 (daemon_switches.go)
 	if s.g2 != nil && d.fast != nil {
 		s.g2.fast = d.fast.logs // nil when log health is off

@@ -93,34 +93,6 @@ func (c *proxyCache) alive(name string) (alive, known bool) {
 	return ok, ok
 }
 
-// fastTrigger asks the engine for a check, but only while it supervises a
-// connected tunnel (healthy or degraded): during a connect, a cooldown or a
-// pause a check is refused anyway, and the request would only be noise.
-func (d *Daemon) fastTrigger(ctx context.Context) func(string) {
-	trig := d.trigger(ctx)
-	return func(reason string) {
-		w := d.engine.Load()
-		if w == nil {
-			return
-		}
-		switch w.Status().State {
-		case watchdog.StateHealthy, watchdog.StateDegraded:
-			trig(reason)
-		default:
-			d.log.Debug("Fast signal while not supervising a tunnel", "reason", reason)
-		}
-	}
-}
-
-// currentTunnel is the engine's node and transit ("" before it exists).
-func (d *Daemon) currentTunnel() (node, transit string) {
-	if w := d.engine.Load(); w != nil {
-		st := w.Status()
-		return st.Node, st.Transit
-	}
-	return "", ""
-}
-
 // startFast builds and starts the fast signals the config switches on
 // (section fastsignal). Call it before startSignals (the detectors' proxy
 // scans go through the tracker) and before the engine is built (its
@@ -136,7 +108,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 		d.log.Info("Fast signals off (fastsignal): failures wait for the next health check")
 		return
 	}
-	trig := d.fastTrigger(ctx)
+	trig := d.trigger
 	comm := c.Vendor.ProxyComm
 
 	if sw.ProxyExitOn() {

@@ -73,6 +73,7 @@ func (d *Daemon) startEvents(ctx context.Context) {
 		return nil
 	})
 	d.followEvents(ctx, "event follower", func(ctx context.Context, ev watchdog.Event) {
+		d.tunnel.Store(&tunnelView{node: ev.Node, transit: ev.Transit})
 		if ev.Type != watchdog.EventTransition {
 			return
 		}
@@ -86,8 +87,7 @@ func (d *Daemon) startEvents(ctx context.Context) {
 			// fresh tunnel may ask for its check at once.
 			d.fast.logs.NewTunnel()
 		}
-		node, _ := d.currentTunnel() // not under the engine's lock here
-		d.sig.g2.follow(node)
+		d.sig.g2.follow(ev.Node)
 		d.publishState(ctx, ev)
 	})
 }

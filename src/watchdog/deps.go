@@ -115,7 +115,9 @@ type Deps struct {
 	ConnKiller ConnKiller
 	Network    Network
 	Signals    SignalSource
-	Override   Override
+	// Inbox, if set, carries the detectors' requests for a check.
+	Inbox    *Inbox
+	Override Override
 	// Corroborator, if set, lets a failed check below the threshold rotate
 	// when a strong signal names the current node (see "Fast recovery").
 	Corroborator Corroborator

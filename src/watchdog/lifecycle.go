@@ -144,6 +144,24 @@ func (w *Watchdog) Check(ctx context.Context) error {
 	})
 }
 
+// onCheckRequestLocked acts on a detector's request (Inbox): a check
+// starts only while the engine supervises a connected tunnel (healthy or
+// degraded) and none is running. During a connect, a cooldown, a pause or
+// a node probe the request is only noise: the engine is already doing
+// what decides the tunnel's fate, or has chosen to wait.
+func (w *Watchdog) onCheckRequestLocked(r CheckRequest) {
+	switch w.state {
+	case StateHealthy, StateDegraded:
+	default:
+		w.log.Debug("Check request while not supervising a tunnel", "reason", r.Reason, "state", w.state)
+		return
+	}
+	w.log.Info("Check requested by a detector", "reason", r.Reason)
+	if !w.checkInFlight {
+		w.startCheckLocked()
+	}
+}
+
 // Rotate connects to node, or to the next candidate when node is empty. A
 // user command: it is not rate limited, ends a storm cooldown and allows
 // one more login after a fatal error.

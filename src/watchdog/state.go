@@ -179,6 +179,11 @@ type Event struct {
 	Transition *Transition    `json:"transition,omitempty"`
 	Health     *health.Result `json:"health,omitempty"`
 	Log        *LogLine       `json:"log,omitempty"`
+	// Node and Transit are the tunnel the engine is on (or connecting to)
+	// when the event is sent: how the detectors learn the current node
+	// without calling back into the engine.
+	Node    string `json:"-"`
+	Transit string `json:"-"`
 }
 
 // Event types.

@@ -118,6 +118,7 @@ func (w *Watchdog) Subscribe() (<-chan Event, func()) {
 
 // emitLocked fans an event out without blocking.
 func (w *Watchdog) emitLocked(ev Event) {
+	ev.Node, ev.Transit = w.node, w.transit
 	for _, ch := range w.subs {
 		select {
 		case ch <- ev:

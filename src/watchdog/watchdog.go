@@ -188,6 +188,10 @@ func (w *Watchdog) Run(ctx context.Context) error {
 			w.mu.Lock()
 			w.handleEventLocked(ev)
 			w.mu.Unlock()
+		case r := <-w.d.Inbox.requests():
+			w.mu.Lock()
+			w.onCheckRequestLocked(r)
+			w.mu.Unlock()
 		case <-timer:
 			w.mu.Lock()
 			w.tickLocked()

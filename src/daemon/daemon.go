@@ -55,8 +55,8 @@ type Daemon struct {
 	vendor *surflare.Client
 	prober *reloadableProber
 	probe  *route.ProbeNS
-	sig    *signals
-	fast   *fastSignals // daemon_fast.go
+	dets   *detectorSet
+	fast   *fastDetectors // daemon_fast.go
 	procs  nsProcs
 
 	ubus *ubus.Service // nil on a laptop
@@ -76,7 +76,7 @@ func New(o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), sig: &signals{},
+	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), dets: &detectorSet{},
 		inbox: watchdog.NewInbox()}
 	for _, w := range h.Warnings() {
 		d.log.Warn("config: " + w.String())
@@ -279,10 +279,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 
 	d.startFast(auxCtx, c)
-	if err := d.startSignals(auxCtx, c); err != nil {
+	if err := d.startDetectors(auxCtx, c); err != nil {
 		return err
 	}
-	defer d.stopSignals()
+	defer d.stopDetectors()
 
 	// The stale-proxy step finds the proxy by name in our network
 	// namespace only (d.procs.scan), so a lab's daemon never kills another
@@ -301,18 +301,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Vendor: d.vendor, Firewall: d.fw, Prober: d.prober,
 		ConnKiller: &route.ConnKiller{LANIf: c.Main.LANInterface, Keep: d.procs.socketsOf(c.Vendor.ProxyComm), Log: d.log},
 		Network:    network{wan: d.wan},
-		Signals:    d.sig,
+		Detectors:  d.dets,
 		Inbox:      d.inbox,
 		Cleanup:    steps,
 		LoadSettings: func() (watchdog.Settings, error) {
 			return d.loadSettings()
 		},
 	}
-	if d.sig.lh != nil {
-		deps.NodeHealth = d.sig.lh
+	if d.dets.lh != nil {
+		deps.NodeHealth = d.dets.lh
 	}
-	if d.sig.storm != nil {
-		deps.Override = d.sig.g2
+	if d.dets.storm503 != nil {
+		deps.Override = d.dets.override503
 	}
 	deps.Corroborator = d.corroborator()
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors"
+	"surflare-watchdog/src/detectors/detect"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/keepalive"
-	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/relays"
 	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
@@ -40,12 +41,12 @@ func (d *Daemon) trigger(reason string) {
 	d.inbox.RequestCheck(reason)
 }
 
-// startSignals builds and starts the detectors: keepalive clamp, 503
+// startDetectors builds and starts the detectors: keepalive clamp, 503
 // monitor, log health (feeding the 503 monitor), loop guard and early
 // detector (feeding the loop guard), and the proxy watch. A detector that
 // cannot start is logged and left out; the watchdog runs without it.
-func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
-	s := d.sig
+func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
+	s := d.dets
 	runDir := c.Paths.RunDir
 	cg := keepaliveCgroup(runDir)
 	if err := keepalive.CleanupStale(cg); err != nil {
@@ -56,14 +57,14 @@ func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 			Count: c.Keepalive.Count, CgroupPath: cg}) // New logs the outcome itself
 	}
 	trig := d.trigger
-	s.storm, s.g2 = d.newStorm(c, trig) // nil, nil when storm503.enabled=0 (daemon_switches.go)
-	if s.g2 != nil && d.fast != nil {
-		s.g2.fast = d.fast.logs // nil when log health is off
+	s.storm503, s.override503 = d.newStorm503(c, trig) // nil, nil when storm503.enabled=0 (daemon_switches.go)
+	if s.override503 != nil && d.fast != nil {
+		s.override503.SetFast(d.fast.logs) // nil when log health is off
 	}
 	if c.LogHealth.Enabled {
 		o := loghealth.FromConfig(c, filepath.Join(runDir, runfiles.NodeHealthFile))
 		o.OnLine = func(l loghealth.Line) {
-			s.g2.record(l) // ADR-0001 counts the current node's 503s only
+			s.override503.Record(l) // ADR-0001 counts the current node's 503s only
 			d.fast.observeLine(l)
 		}
 		lh, err := loghealth.NewMonitor(o)
@@ -118,45 +119,22 @@ func (d *Daemon) startSignals(ctx context.Context, c *config.Config) error {
 	return nil
 }
 
-// stopSignals releases what outlives the aux context: the clamp's cgroup.
-func (d *Daemon) stopSignals() {
-	if err := d.sig.clamp.Close(); err != nil {
+// stopDetectors releases what outlives the aux context: the clamp's cgroup.
+func (d *Daemon) stopDetectors() {
+	if err := d.dets.clamp.Close(); err != nil {
 		d.log.Warn("Stopping the keepalive clamp failed", "err", err)
 	}
-}
-
-// silenceEvidence is watchdog.Corroborator over the early detector's
-// silent flows: the proxy carries only the current tunnel, so flows to the
-// relays that were acknowledged and never answered name the node in use
-// (the relay is alive: it acknowledged; what is behind it is not).
-type silenceEvidence struct{ det *detect.Detector }
-
-func (s silenceEvidence) Corroborate(now time.Time, _, _ string) (string, bool) {
-	return s.det.Evidence(now)
-}
-
-// anyEvidence asks each corroborator in turn; the first that names the
-// node broken wins.
-type anyEvidence []watchdog.Corroborator
-
-func (a anyEvidence) Corroborate(now time.Time, node, transit string) (string, bool) {
-	for _, c := range a {
-		if why, ok := c.Corroborate(now, node, transit); ok {
-			return why, true
-		}
-	}
-	return "", false
 }
 
 // corroborator is the engine's evidence: the fast signals' (urltest,
 // counters) and the early detector's silent flows; nil when none runs.
 func (d *Daemon) corroborator() watchdog.Corroborator {
-	var all anyEvidence
+	var all detectors.AnyEvidence
 	if e := d.fast.evidence(); e != nil {
 		all = append(all, e)
 	}
-	if d.sig.det != nil {
-		all = append(all, silenceEvidence{d.sig.det})
+	if d.dets.det != nil {
+		all = append(all, detectors.Silence{Det: d.dets.det})
 	}
 	if len(all) == 0 {
 		return nil

@@ -7,39 +7,22 @@ import (
 	"sync/atomic"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/fastsignal"
+	"surflare-watchdog/src/detectors"
+	"surflare-watchdog/src/detectors/fastsignal"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/firewall"
-	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/watchdog"
 )
 
-// fastSignals are the cheap signals that ask the engine for a check at
+// fastDetectors are the cheap signals that ask the engine for a check at
 // once (package fastsignal): the proxy's exit (pidfd), the current node's
 // urltest failures in the last seconds, and jumps of the kill switch's and
 // the moat's counters. Their evidence also lets one failed check rotate
 // (watchdog.Corroborator). Any part may be nil.
-type fastSignals struct {
+type fastDetectors struct {
 	tracker  *fastsignal.ProxyTracker
 	logs     *fastsignal.LogWatch
 	counters *fastsignal.CounterWatch
-}
-
-// fastCounter says which counters the counter watch follows and what a
-// jump of each means: the kill switch's drops of router traffic, strict
-// direct's refusals of the proxy's own direct traffic (a proxy going
-// direct), and RSTs from relays (a path being reset, or RST injection).
-func fastCounter(name string) (fastsignal.Rule, bool) {
-	switch name {
-	case firewall.CounterBlockedOut:
-		return fastsignal.Rule{Meaning: "router traffic dropped by the kill switch"}, true
-	case firewall.CounterDirectBlocked:
-		// Strict direct allows everything the proxy legitimately sends
-		// direct; a refusal is the proxy going direct.
-		return fastsignal.Rule{Meaning: "the proxy's direct traffic refused by strict direct", AnyRise: true}, true
-	case firewall.CounterRstIn:
-		return fastsignal.Rule{Meaning: "RSTs from relays"}, true
-	}
-	return fastsignal.Rule{}, false
 }
 
 // proxyCache is the proxy tracker behind nsProcs (shared by every copy).
@@ -94,14 +77,14 @@ func (c *proxyCache) alive(name string) (alive, known bool) {
 }
 
 // startFast builds and starts the fast signals the config switches on
-// (section fastsignal). Call it before startSignals (the detectors' proxy
+// (section fastsignal). Call it before startDetectors (the detectors' proxy
 // scans go through the tracker) and before the engine is built (its
 // Corroborator is d.fast.evidence()). A signal that is off is not built:
 // no goroutine, no evidence, and nothing of it in status; without the
 // proxy exit watch the pid cache is empty too, so pid questions fall back
 // to a /proc scan (proxyCache.pids).
 func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
-	f := &fastSignals{}
+	f := &fastDetectors{}
 	d.fast = f
 	sw := c.FastSignal
 	if !sw.ProxyExitOn() && !sw.NodeLogOn() && !sw.CountersOn() {
@@ -143,7 +126,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 
 	if sw.CountersOn() {
 		cw, err := fastsignal.NewCounterWatch(fastsignal.CounterOptions{
-			Read: d.readFastCounters, Watch: fastCounter, Trigger: trig,
+			Read: d.readFastCounters, Watch: detectors.CounterRule, Trigger: trig,
 		})
 		if err != nil {
 			d.log.Error("Counter watch disabled", "err", err)
@@ -171,24 +154,23 @@ func (d *Daemon) readFastCounters(ctx context.Context) (map[string]uint64, error
 }
 
 // observeLine feeds log health's urltest errors to the short window.
-func (f *fastSignals) observeLine(l loghealth.Line) {
+func (f *fastDetectors) observeLine(l loghealth.Line) {
 	if f != nil && f.logs != nil {
 		f.logs.Observe(l)
 	}
 }
 
 // evidence is the engine's Corroborator, nil when no source runs.
-func (f *fastSignals) evidence() watchdog.Corroborator {
+func (f *fastDetectors) evidence() watchdog.Corroborator {
 	if f == nil || (f.logs == nil && f.counters == nil) {
 		return nil
 	}
-	return fastsignal.Evidence{Log: f.logs, Counters: f.counters,
-		Names: []string{firewall.CounterRstIn, firewall.CounterDirectBlocked}}
+	return fastsignal.Evidence{Log: f.logs, Counters: f.counters, Names: detectors.EvidenceCounters}
 }
 
 // pokeTracker rescans for the proxy at once (a transition: a connect
 // started or finished one).
-func (f *fastSignals) pokeTracker() {
+func (f *fastDetectors) pokeTracker() {
 	if f != nil && f.tracker != nil {
 		f.tracker.Poke()
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"surflare-watchdog/src/fastsignal"
+	"surflare-watchdog/src/detectors/fastsignal"
 )
 
 // The proxy cache answers from the tracker while the tracked proxy lives,

@@ -69,7 +69,7 @@ func (d *Daemon) forwardSignals(ctx context.Context) {
 func (d *Daemon) startEvents(ctx context.Context) {
 	poke := make(chan struct{}, 1)
 	d.goAux(ctx, "proxy watch", func(ctx context.Context) error {
-		d.sig.proxy.run(ctx, poke)
+		d.dets.proxy.run(ctx, poke)
 		return nil
 	})
 	d.followEvents(ctx, "event follower", func(ctx context.Context, ev watchdog.Event) {
@@ -87,7 +87,7 @@ func (d *Daemon) startEvents(ctx context.Context) {
 			// fresh tunnel may ask for its check at once.
 			d.fast.logs.NewTunnel()
 		}
-		d.sig.g2.follow(ev.Node)
+		d.dets.override503.Follow(ev.Node)
 		d.publishState(ctx, ev)
 	})
 }

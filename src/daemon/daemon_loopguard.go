@@ -5,7 +5,7 @@ import (
 	"net/netip"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/route"
@@ -22,7 +22,7 @@ func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 	o := loopguard.FromConfig(c, d.fw.fw)
 	o.Siblings = relaySiblings(d.fw.Base)
 	if !c.LoopGuard.Enabled() {
-		d.sig.guard, _ = loopguard.New(o)
+		d.dets.guard, _ = loopguard.New(o)
 		return
 	}
 	sampler, err := detect.NewProxySampler(detect.SamplerOptions{PIDs: d.procs.PIDs(c.Vendor.ProxyComm)})
@@ -56,7 +56,7 @@ func (d *Daemon) startLoopGuard(ctx context.Context, c *config.Config) {
 		d.log.Error("Loop guard disabled", "err", err)
 		return
 	}
-	d.sig.guard = g
+	d.dets.guard = g
 	d.goAux(ctx, "loop guard", func(ctx context.Context) error {
 		defer release()
 		return g.Run(ctx)

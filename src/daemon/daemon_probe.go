@@ -10,8 +10,8 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/health"
-	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/runfiles"
 )

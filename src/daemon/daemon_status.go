@@ -7,12 +7,12 @@ import (
 
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/credentials"
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
+	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/relays"
-	"surflare-watchdog/src/storm503"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -59,7 +59,7 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 		Role:        d.role,
 		WAN:         d.wan(),
 		ProbePath:   "none (laptop or probe namespace unavailable)",
-		Keepalive:   d.sig.clamp.Status(),
+		Keepalive:   d.dets.clamp.Status(),
 		Conntrack:   relays.KernelConntrack{}.Stats(),
 		NFT:         d.fw.fw.TableSizes(ctx),
 		Credentials: credentials.Status(d.credOpts(c)),
@@ -68,18 +68,18 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 	if d.probe != nil {
 		x.ProbePath = "namespace on " + c.Main.LANInterface + " via " + d.probe.HostIf() + ", " + d.probe.Addr().String()
 	}
-	if d.sig.proxy != nil {
-		x.Proxy = d.sig.proxy.info()
+	if d.dets.proxy != nil {
+		x.Proxy = d.dets.proxy.info()
 	}
-	if g := d.sig.guard; g != nil {
+	if g := d.dets.guard; g != nil {
 		st := g.State()
 		x.LoopGuard = &st
 	}
-	if det := d.sig.det; det != nil {
+	if det := d.dets.det; det != nil {
 		st := det.Status(now)
 		x.Detector = &st
 	}
-	if lh := d.sig.lh; lh != nil {
+	if lh := d.dets.lh; lh != nil {
 		r := lh.Report()
 		s := &logHealthSummary{Pairs: len(r.Nodes), Lines: lh.Stats().Lines}
 		for _, p := range r.Nodes {
@@ -89,7 +89,7 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 		}
 		x.LogHealth = s
 	}
-	if st := d.sig.storm; st != nil {
+	if st := d.dets.storm503; st != nil {
 		s := st.State(now)
 		x.Storm503 = &s
 	}

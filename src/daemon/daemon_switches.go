@@ -7,16 +7,17 @@ import (
 	"path/filepath"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/detectors"
+	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/runfiles"
-	"surflare-watchdog/src/storm503"
 )
 
-// newStorm is the 503 storm monitor (ADR-0001) and the engine's override
+// newStorm503 is the 503 storm monitor (ADR-0001) and the engine's override
 // over it when storm503.enabled is on. Off, both are nil — no 503 asks for
 // a check or vetoes a passing probe, status has no storm_503 — and a state
 // file a previous run left in the run directory is removed, so nothing
 // that reads it shows an old storm as the current one.
-func (d *Daemon) newStorm(c *config.Config, trig func(string)) (*storm503.Monitor, *stormOverride) {
+func (d *Daemon) newStorm503(c *config.Config, trig func(string)) (*storm503.Monitor, *detectors.Storm503Override) {
 	if !c.Storm503.Enabled {
 		stale := filepath.Join(c.Paths.RunDir, runfiles.Storm503File)
 		if err := os.Remove(stale); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -26,5 +27,5 @@ func (d *Daemon) newStorm(c *config.Config, trig func(string)) (*storm503.Monito
 		return nil, nil
 	}
 	m := storm503.New(storm503.FromConfig(c, trig))
-	return m, &stormOverride{m: m}
+	return m, detectors.NewStorm503Override(m, nil)
 }

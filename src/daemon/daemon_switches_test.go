@@ -13,8 +13,8 @@ import (
 	"github.com/vishvananda/netns"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/firewall"
-	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/runfiles"
 )
 
@@ -56,7 +56,7 @@ func startFastFrom(t *testing.T, file string) *Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: newNSProcs(), sig: &signals{}}
+	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), procs: newNSProcs(), dets: &detectorSet{}}
 	if c.FastSignal.CountersOn() {
 		d.fw = &fwAdapter{fw: firewall.New(firewall.WithNetNS(int(emptyNetNS(t))))}
 	}
@@ -135,20 +135,20 @@ func TestStormSwitch(t *testing.T) {
 	c := config.Default()
 	c.Paths.RunDir = dir
 	c.Storm503.Enabled = false
-	m, o := d.newStorm(c, func(string) {})
+	m, o := d.newStorm503(c, func(string) {})
 	if m != nil || o != nil {
 		t.Fatalf("storm503.enabled=0 built a monitor (%v) or override (%v)", m, o)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the old storm state file is still there: %v", err)
 	}
-	if m, o := d.newStorm(c, func(string) {}); m != nil || o != nil {
+	if m, o := d.newStorm503(c, func(string) {}); m != nil || o != nil {
 		t.Fatal("a second start without a state file built a monitor")
 	}
 
 	c.Storm503.Enabled = true
-	m, o = d.newStorm(c, func(string) {})
-	if m == nil || o == nil || o.m != m {
+	m, o = d.newStorm503(c, func(string) {})
+	if m == nil || o == nil || o.Monitor() != m {
 		t.Fatalf("storm503.enabled=1: monitor %v, override %v", m, o)
 	}
 }

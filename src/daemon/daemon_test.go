@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/loghealth"
-	"surflare-watchdog/src/storm503"
+	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -51,46 +50,10 @@ func TestLogRingKeepsTheLastLines(t *testing.T) {
 	}
 }
 
-func TestStormOverrideFollowsTheMonitor(t *testing.T) {
-	now := time.Now()
-	m := storm503.New(storm503.Options{Count: 3, Window: time.Minute, ActiveWindow: 30 * time.Second, Now: func() time.Time { return now }})
-	o := &stormOverride{m: m}
-	o.follow("Dallas")
-	if _, on := o.Override(now); on {
-		t.Fatal("override active without 503s")
-	}
-	line := func(n string) loghealth.Line {
-		return loghealth.Line{Time: now, Node: n, Transit: "auto", Error: "unexpected status: 503 Service Unavailable"}
-	}
-	for range 3 {
-		o.record(line("Miami")) // another node's storm is not ours
-	}
-	if _, on := o.Override(now); on {
-		t.Fatal("override active for another node's 503s")
-	}
-	for range 3 {
-		o.record(line("Dallas"))
-	}
-	why, on := o.Override(now)
-	if !on || !strings.Contains(why, "3 urltest 503s") {
-		t.Errorf("after 3 503s: %q %v", why, on)
-	}
-	if _, on := o.Override(now.Add(time.Minute)); on {
-		t.Error("override still active after the active window")
-	}
-	for range 3 {
-		o.record(line("Dallas"))
-	}
-	o.follow("Los Angeles") // rotated away: Dallas's storm must not veto it
-	if _, on := o.Override(now); on {
-		t.Error("override active on the node we rotated to")
-	}
-}
-
-func TestSignalStatesWithDetectorsOff(t *testing.T) {
-	s := &signals{}
+func TestDetectorStatesWithDetectorsOff(t *testing.T) {
+	s := &detectorSet{}
 	names := map[string]string{}
-	for _, st := range s.SignalStates() {
+	for _, st := range s.DetectorStates() {
 		names[st.Name] = st.State
 	}
 	if names["early_detector"] != "off" || names["log_health"] != "off" || names["keepalive"] != "inactive" {

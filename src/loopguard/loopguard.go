@@ -93,7 +93,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 	"surflare-watchdog/src/procscan"
 )
 

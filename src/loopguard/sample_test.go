@@ -14,7 +14,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 	"surflare-watchdog/src/route"
 )
 

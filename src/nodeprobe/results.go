@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/runfiles"
 )
 

@@ -55,8 +55,8 @@ func TestAuthExpiredLoginInBackgroundWhileHealthContinues(t *testing.T) {
 		}
 		h.advance(20 * time.Second)
 		h.requireState(StateHealthy)
-		if st := h.w.Status(); st.Signals.Auth.State != "ok" || st.Counters.LoginAttempts != 5 || st.Counters.LoginFailures != 0 {
-			t.Errorf("auth %+v counters %+v", st.Signals.Auth, st.Counters)
+		if st := h.w.Status(); st.Conditions.Auth.State != "ok" || st.Counters.LoginAttempts != 5 || st.Counters.LoginFailures != 0 {
+			t.Errorf("auth %+v counters %+v", st.Conditions.Auth, st.Counters)
 		}
 		h.stop()
 	})
@@ -107,8 +107,8 @@ func TestFatalLoginStopsRetryingUntilReload(t *testing.T) {
 		if wd.count("fw.Set fail-open") != 0 {
 			t.Error("failed open after a single fatal error")
 		}
-		if st := h.w.Status(); st.Signals.Auth.State != "failed" || !strings.Contains(st.Signals.Auth.LastError, "429") {
-			t.Errorf("auth = %+v", st.Signals.Auth)
+		if st := h.w.Status(); st.Conditions.Auth.State != "failed" || !strings.Contains(st.Conditions.Auth.LastError, "429") {
+			t.Errorf("auth = %+v", st.Conditions.Auth)
 		}
 		// The user fixes the account and reloads: one more login, it works.
 		if err := h.w.Reload(t.Context(), s); err != nil {
@@ -136,7 +136,7 @@ func TestSubscriptionInactiveCoolsDownWithoutLogin(t *testing.T) {
 		if c := h.connects(); len(c) != 0 {
 			t.Errorf("connects %q during the subscription cooldown", c)
 		}
-		if st := h.w.Status(); st.Signals.Auth.SubscriptionUntil == nil {
+		if st := h.w.Status(); st.Conditions.Auth.SubscriptionUntil == nil {
 			t.Error("status lacks subscription_until")
 		}
 		wd.set(func(w *world) { w.status = "" }) // renewed

@@ -56,18 +56,18 @@ type Network interface {
 	ISPAddr(ctx context.Context) (netip.Addr, error)
 }
 
-// SignalState is one detector's current view (early detector, log health,
+// DetectorState is one detector's current view (early detector, log health,
 // 503 monitor), shown in Status.
-type SignalState struct {
+type DetectorState struct {
 	Name   string    `json:"name"`
 	State  string    `json:"state"`
 	Detail string    `json:"detail,omitempty"`
 	Since  time.Time `json:"since,omitempty"`
 }
 
-// SignalSource reports detector states for Status.
-type SignalSource interface {
-	SignalStates() []SignalState
+// DetectorSource reports detector states for Status.
+type DetectorSource interface {
+	DetectorStates() []DetectorState
 }
 
 // Override can veto a check the probes passed: the 503 storm monitor
@@ -114,7 +114,7 @@ type Deps struct {
 	NodeHealth NodeHealth
 	ConnKiller ConnKiller
 	Network    Network
-	Signals    SignalSource
+	Detectors  DetectorSource
 	// Inbox, if set, carries the detectors' requests for a check.
 	Inbox    *Inbox
 	Override Override

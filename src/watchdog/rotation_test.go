@@ -182,8 +182,8 @@ func TestStormCooldownAndRecovery(t *testing.T) {
 			t.Error("the vendor still runs a dead node during the cooldown")
 		}
 		st := h.w.Status()
-		if st.Signals.StormCooldownUntil == nil || st.Counters.Storms != 1 {
-			t.Errorf("status signals %+v storms %d", st.Signals, st.Counters.Storms)
+		if st.Conditions.StormCooldownUntil == nil || st.Counters.Storms != 1 {
+			t.Errorf("status signals %+v storms %d", st.Conditions, st.Counters.Storms)
 		}
 
 		// Nothing is attempted during the cooldown; Chicago comes back.
@@ -252,8 +252,8 @@ func TestReconnectRateLimit(t *testing.T) {
 		if h.logged("Reconnect rate limit: 3 attempts in 10m0s") != 1 {
 			t.Errorf("rate limit not logged:\n%s", strings.Join(h.logs(), "\n"))
 		}
-		if st := h.w.Status(); st.Signals.RateLimitedUntil == nil || st.Counters.Storms != 0 {
-			t.Errorf("signals %+v storms %d", st.Signals, st.Counters.Storms)
+		if st := h.w.Status(); st.Conditions.RateLimitedUntil == nil || st.Counters.Storms != 0 {
+			t.Errorf("signals %+v storms %d", st.Conditions, st.Counters.Storms)
 		}
 		h.advance(6 * time.Minute) // the first attempt leaves the window at t=10 min
 		if n := len(h.connects()); n != 4 {

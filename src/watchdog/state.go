@@ -133,15 +133,16 @@ type AuthStatus struct {
 	SubscriptionUntil *time.Time `json:"subscription_until,omitempty"`
 }
 
-// Signals are the watchdog's own flags plus the detectors' states.
-type Signals struct {
-	Diag               bool          `json:"diag"`
-	WANDown            bool          `json:"wan_down"`
-	WANDownProbed      bool          `json:"wan_down_probed"`
-	StormCooldownUntil *time.Time    `json:"storm_cooldown_until,omitempty"`
-	RateLimitedUntil   *time.Time    `json:"rate_limited_until,omitempty"`
-	Auth               AuthStatus    `json:"auth"`
-	Detectors          []SignalState `json:"detectors,omitempty"`
+// Conditions are the watchdog's own flags plus the detectors' states (JSON
+// "signals", which the UI reads).
+type Conditions struct {
+	Diag               bool            `json:"diag"`
+	WANDown            bool            `json:"wan_down"`
+	WANDownProbed      bool            `json:"wan_down_probed"`
+	StormCooldownUntil *time.Time      `json:"storm_cooldown_until,omitempty"`
+	RateLimitedUntil   *time.Time      `json:"rate_limited_until,omitempty"`
+	Auth               AuthStatus      `json:"auth"`
+	Detectors          []DetectorState `json:"detectors,omitempty"`
 }
 
 // CandidateStatus is one rotation candidate as the watchdog sees it.
@@ -163,7 +164,7 @@ type Status struct {
 	Exit        Exit              `json:"exit"`
 	Counters    Counters          `json:"counters"`
 	LastCheck   *health.Result    `json:"last_check,omitempty"`
-	Signals     Signals           `json:"signals"`
+	Conditions  Conditions        `json:"signals"`
 	Candidates  []CandidateStatus `json:"candidates"`
 	StartedAt   time.Time         `json:"started_at"`
 	UptimeS     int64             `json:"uptime_s"`

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/runfiles"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 var labNodes = []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta", "Miami"}

@@ -9,36 +9,36 @@ import (
 	"sync"
 	"time"
 
-	"surflare-watchdog/src/detect"
-	"surflare-watchdog/src/fastsignal"
+	"surflare-watchdog/src/detectors"
+	"surflare-watchdog/src/detectors/detect"
+	"surflare-watchdog/src/detectors/loghealth"
+	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/keepalive"
-	"surflare-watchdog/src/loghealth"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/procscan"
-	"surflare-watchdog/src/storm503"
 	"surflare-watchdog/src/watchdog"
 )
 
-// signals are the detectors around the engine: the early detector (with the
+// detectorSet is the detectors around the engine: the early detector (with the
 // loop guard on its samples), log health (with the 503 monitor on its
 // lines) and the keepalive clamp. Any of them may be nil (disabled or
-// unavailable); SignalStates reports each one's view for Status.
-type signals struct {
-	det   *detect.Detector
-	lh    *loghealth.Monitor
-	storm *storm503.Monitor
-	g2    *stormOverride // the engine's Override over storm, bound to the node in use
-	guard *loopguard.Guard
-	clamp *keepalive.Clamp
-	proxy *proxyWatch
+// unavailable); DetectorStates reports each one's view for Status.
+type detectorSet struct {
+	det         *detect.Detector
+	lh          *loghealth.Monitor
+	storm503    *storm503.Monitor
+	override503 *detectors.Storm503Override // the engine's Override over storm503, bound to the node in use
+	guard       *loopguard.Guard
+	clamp       *keepalive.Clamp
+	proxy       *proxyWatch
 }
 
-// SignalStates is watchdog.SignalSource.
-func (s *signals) SignalStates() []watchdog.SignalState {
+// DetectorStates is watchdog.DetectorSource.
+func (s *detectorSet) DetectorStates() []watchdog.DetectorState {
 	now := time.Now()
-	var out []watchdog.SignalState
+	var out []watchdog.DetectorState
 	add := func(name, state, detail string, since time.Time) {
-		out = append(out, watchdog.SignalState{Name: name, State: state, Detail: detail, Since: since})
+		out = append(out, watchdog.DetectorState{Name: name, State: state, Detail: detail, Since: since})
 	}
 	if s.det != nil {
 		st := s.det.Status(now)
@@ -74,10 +74,10 @@ func (s *signals) SignalStates() []watchdog.SignalState {
 	} else {
 		add("log_health", "off", "", time.Time{})
 	}
-	if s.storm != nil {
-		st := s.storm.State(now)
+	if s.storm503 != nil {
+		st := s.storm503.State(now)
 		state := "ok"
-		if s.storm.OverrideActive(now) {
+		if s.storm503.OverrideActive(now) {
 			state = "storm"
 		}
 		add("storm_503", state, fmt.Sprintf("%d/%d urltest 503s in %ds", st.Count, st.Threshold, st.WindowS), st.Since)
@@ -108,68 +108,6 @@ func (s *signals) SignalStates() []watchdog.SignalState {
 	}
 	add("keepalive", state, ks.String(), time.Time{})
 	return out
-}
-
-// stormOverride is watchdog.Override over the 503 monitor, bound to the
-// node in use: ADR-0001's storm is the exit's, so only the current node's
-// urltest 503s are counted, and the count starts over when the node changes
-// (a storm on the node we left must not veto the healthy one we moved to).
-// The engine calls Override with its lock held, so the node comes from the
-// event follower (follow), never from a call back into the engine.
-type stormOverride struct {
-	m *storm503.Monitor
-	// fast, if set, judges the storm by breadth (fastsignal.LogWatch's
-	// Node503): 503s from the node in use via several relays in the last
-	// urltest round, while the other nodes answer, start the override
-	// without waiting for Count 503s (one round instead of four).
-	fast *fastsignal.LogWatch
-
-	mu      sync.Mutex
-	current string // node in use as last seen; "" before the first connect
-}
-
-// follow records the node in use after a transition; a new node starts the
-// count over.
-func (o *stormOverride) follow(node string) {
-	if o == nil {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if node != o.current {
-		o.m.Reset()
-		o.current = node
-	}
-}
-
-// record counts one urltest 503 line if it is the current node's.
-func (o *stormOverride) record(l loghealth.Line) {
-	if o == nil {
-		return // the 503 monitor is off (storm503.enabled=0)
-	}
-	o.mu.Lock()
-	node := o.current
-	o.mu.Unlock()
-	if l.Is503() && node != "" && l.Node == node {
-		o.m.Record(l.Time)
-	}
-}
-
-func (o *stormOverride) Override(now time.Time) (string, bool) {
-	if o.m.OverrideActive(now) {
-		st := o.m.State(now)
-		return fmt.Sprintf("%d urltest 503s within %ds", st.Count, st.WindowS), true
-	}
-	if o.fast == nil {
-		return "", false
-	}
-	o.mu.Lock()
-	node := o.current
-	o.mu.Unlock()
-	if node == "" {
-		return "", false
-	}
-	return o.fast.Node503(node)
 }
 
 // proxyWatch follows the vendor proxy's pid: each new proxy (after every

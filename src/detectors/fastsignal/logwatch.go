@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 // Defaults of LogOptions.

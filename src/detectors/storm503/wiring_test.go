@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 // The way cmd wires it: the log-health monitor's OnLine feeds 503 lines to

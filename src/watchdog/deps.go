@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/surflare"
 )
@@ -87,17 +88,6 @@ type Releaser interface {
 	Release() error
 }
 
-// Clock is the time source for everything that waits.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Step is one crash-cleanup step run at startup, in order; a failing step
 // is logged and the next one still runs.
 type Step struct {
@@ -122,7 +112,7 @@ type Deps struct {
 	// when a strong signal names the current node (see "Fast recovery").
 	Corroborator Corroborator
 	Lock         Releaser
-	Clock        Clock
+	Clock        clock.Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.
 	Cleanup []Step
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/config"
 )
 
@@ -115,17 +116,6 @@ type Sampler interface {
 	Sample(ctx context.Context) ([]Conn, error)
 }
 
-// Clock is the time source; the engine's clock satisfies it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Options configure a Detector; zero values take the config defaults
 // (except Cooldown, see there).
 type Options struct {
@@ -138,7 +128,7 @@ type Options struct {
 	Trigger func(reason string)
 	// OnSample, if set, sees every successful sample (the loop guard).
 	OnSample func(ctx context.Context, now time.Time, conns []Conn)
-	Clock    Clock
+	Clock    clock.Clock
 }
 
 // FromConfig fills the timing and threshold from the config's detector
@@ -188,7 +178,7 @@ func New(o Options) (*Detector, error) {
 		o.Cooldown = d.Cooldown
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	return &Detector{o: o, st: Status{Threshold: o.Threshold}}, nil
 }

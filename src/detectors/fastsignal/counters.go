@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"surflare-watchdog/src/clock"
 )
 
 // log is the subsystem logger, looked up at each use so the daemon's
@@ -52,7 +54,7 @@ type CounterOptions struct {
 	Baseline    time.Duration
 	BurstMemory time.Duration
 	TriggerGap  time.Duration
-	Clock       Clock
+	Clock       clock.Clock
 }
 
 // Rule is how one counter is judged.
@@ -121,7 +123,7 @@ func NewCounterWatch(o CounterOptions) (*CounterWatch, error) {
 		o.TriggerGap = DefaultTriggerGap
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	return &CounterWatch{o: o, last: map[string]uint64{}, hist: map[string][]sample{}}, nil
 }

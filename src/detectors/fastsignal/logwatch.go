@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/detectors/loghealth"
 )
 
@@ -43,7 +44,7 @@ type LogOptions struct {
 	Window     time.Duration
 	MinPairs   int
 	TriggerGap time.Duration
-	Clock      Clock
+	Clock      clock.Clock
 }
 
 // logErr is one urltest error as LogWatch keeps it.
@@ -78,7 +79,7 @@ func NewLogWatch(o LogOptions) (*LogWatch, error) {
 		o.TriggerGap = DefaultTriggerGap
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	return &LogWatch{o: o}, nil
 }

@@ -11,19 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"surflare-watchdog/src/clock"
 )
-
-// Clock is the time source of everything here that waits; the engine's
-// clock satisfies it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Defaults of TrackerOptions.
 const (
@@ -53,7 +43,7 @@ type TrackerOptions struct {
 	OnChange func(pids []int)
 	// Poll and SafetyRescan: see the defaults.
 	Poll, SafetyRescan time.Duration
-	Clock              Clock
+	Clock              clock.Clock
 	// Watch waits until pid has exited (nil) or ctx ends (ctx's error).
 	// nil = WatchExit (pidfd, with a /proc stat fallback).
 	Watch func(ctx context.Context, pid int) error
@@ -86,7 +76,7 @@ func NewProxyTracker(o TrackerOptions) (*ProxyTracker, error) {
 		o.SafetyRescan = DefaultSafetyRescan
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	if o.Watch == nil {
 		poll := o.Poll

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/config"
 )
 
@@ -28,18 +29,6 @@ import (
 // init would keep the default handler from before the program installed
 // its own (lines would lose their level and attributes).
 func log() *slog.Logger { return slog.Default().With("subsystem", "loghealth") }
-
-// Clock is the time source of everything here that waits; the engine's
-// clock satisfies it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Defaults of Options fields left zero.
 const (
@@ -62,7 +51,7 @@ type Options struct {
 	Tail      int64          // bytes read at most, per poll (2 MB)
 
 	Poll, WriteEvery, Refresh time.Duration
-	Clock                     Clock
+	Clock                     clock.Clock
 
 	// OnLine, if set, sees every urltest error after it is counted (the 503
 	// storm monitor hooks in here). It runs on the monitor's goroutine and
@@ -87,7 +76,7 @@ func FromConfig(c *config.Config, outPath string) Options {
 type Monitor struct {
 	o      Options
 	parser *Parser
-	clock  Clock
+	clock  clock.Clock
 
 	mu      sync.Mutex
 	tracker *Tracker
@@ -122,7 +111,7 @@ func NewMonitor(o Options) (*Monitor, error) {
 		o.Refresh = DefaultRefresh
 	}
 	if o.Clock == nil {
-		o.Clock = realClock{}
+		o.Clock = clock.Real{}
 	}
 	m := &Monitor{o: o, parser: p, clock: o.Clock, tracker: NewTracker(o.Window, o.Threshold)}
 	m.follow = NewFollower(o.LogPath, o.Tail, &m.stats)

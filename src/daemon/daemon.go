@@ -22,6 +22,7 @@ import (
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
 	"surflare-watchdog/src/surflare"
@@ -58,6 +59,8 @@ type Daemon struct {
 	dets   *detectorSet
 	fast   *fastDetectors // daemon_fast.go
 	procs  nsProcs
+
+	probeJobs nodeprobe.Jobs // the one background node probe (CLI, ubus)
 
 	ubus *ubus.Service // nil on a laptop
 	logs logRing

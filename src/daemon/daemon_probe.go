@@ -30,10 +30,6 @@ const (
 	CmdProbeStatus = "probe_status"
 )
 
-// probeJobs is the daemon's one background probe. A process runs one
-// daemon, so it lives with the code that uses it.
-var probeJobs nodeprobe.Jobs
-
 // handleProbe answers the probe commands; handled is false for any other.
 func (d *Daemon) handleProbe(req control.Request) (data any, handled bool, err error) {
 	switch req.Cmd {
@@ -45,7 +41,7 @@ func (d *Daemon) handleProbe(req control.Request) (data any, handled bool, err e
 		st, err := d.startProbe(nodes)
 		return st, true, err
 	case CmdProbeStatus:
-		return probeJobs.Status(), true, nil
+		return d.probeJobs.Status(), true, nil
 	}
 	return nil, false, nil
 }
@@ -92,7 +88,7 @@ func (d *Daemon) startProbe(nodes []string) (nodeprobe.JobStatus, error) {
 	o.Kernel = nodeprobe.NetKernel{Firewall: d.fw.fw}
 	runDir := c.Paths.RunDir
 	file := nodeprobe.ResultsPath(runDir)
-	return probeJobs.Start(context.Background(), o.Nodes, file, func(ctx context.Context, progress func(nodeprobe.Progress)) (nodeprobe.Report, error) {
+	return d.probeJobs.Start(context.Background(), o.Nodes, file, func(ctx context.Context, progress func(nodeprobe.Progress)) (nodeprobe.Report, error) {
 		var rep nodeprobe.Report
 		err := d.w.LendVendor(ctx, func(ctx context.Context, node string) error {
 			o.Progress = progress

@@ -136,7 +136,7 @@ func (d *Daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			}
 			st, err := d.startProbe(nodes)
 			if errors.Is(err, nodeprobe.ErrRunning) {
-				st, err = probeJobs.Status(), nil
+				st, err = d.probeJobs.Status(), nil
 			}
 			if err != nil {
 				return ubusFailure(commandStatus(err), err)

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"surflare-watchdog/src/config"
@@ -259,70 +257,19 @@ func firewallStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	fw := firewall.New()
-	st, err := fw.Inspect(ctx)
+	rep, err := firewall.New().Report(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall status: %v\n", err)
 		return exitFailure
 	}
-	out := struct {
-		firewall.State
-		Problems   []string          `json:"problems"`
-		KillSwitch map[string]uint64 `json:"kill_switch_counters,omitempty"`
-		Moat       *firewall.Moat    `json:"moat,omitempty"`
-	}{State: st, Problems: st.Problems()}
-	if st.KillSwitch {
-		out.KillSwitch, _ = fw.KillSwitchCounters(ctx)
-	}
-	if m, err := fw.MoatCounters(ctx); err == nil {
-		out.Moat = &m
-	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(out)
+		enc.Encode(rep)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "tables: %s\n", orNone(strings.Join(st.Tables, ", ")))
-	fmt.Fprintf(stdout, "kill switch: %s\n", map[bool]string{true: "armed", false: "NOT armed"}[st.KillSwitch])
-	fmt.Fprintf(stdout, "vendor table: %v (extended for global mode: %v)\n", st.VendorTable, st.VendorExtended)
-	for _, r := range st.Routing {
-		fmt.Fprintf(stdout, "%s tunnel routing: %d fwmark rule(s), table %d local route: %v\n", r.Family, len(r.Rules), route.TunnelTable, r.LocalRoute)
-	}
-	fmt.Fprintf(stdout, "proxy listening on %d: %v\n", st.ProxyPort, st.ProxyListening)
-	if st.Masq.FW4Present {
-		fmt.Fprintf(stdout, "fw4 masquerade: %v\n", st.Masq.Masquerade)
-	}
-	if len(out.KillSwitch) > 0 {
-		keys := make([]string, 0, len(out.KillSwitch))
-		for k := range out.KillSwitch {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, out.KillSwitch[k]))
-		}
-		fmt.Fprintf(stdout, "kill switch blocked (packets): %s\n", strings.Join(parts, " "))
-	}
-	if out.Moat != nil {
-		m := out.Moat
-		fmt.Fprintf(stdout, "moat: syn_out=%d synack_in=%d syn_in=%d rst_in=%d fin_in=%d\n", m.SynOut, m.SynAckIn, m.SynIn, m.RstIn, m.FinIn)
-	}
-	if len(out.Problems) == 0 {
-		fmt.Fprintln(stdout, "problems: none")
-	}
-	for _, p := range out.Problems {
-		fmt.Fprintf(stdout, "problem: %s\n", p)
-	}
+	rep.WriteText(stdout)
 	return exitOK
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 const traceUsage = `Usage: surflare-watchdog firewall trace start [--addr A] [--port N] [--all] | stop | watch [--for D]

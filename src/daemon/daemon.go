@@ -209,15 +209,9 @@ func (d *Daemon) fullSpec(s firewall.Spec) firewall.Spec {
 		s.ProbeSrc = []netip.Addr{d.probe.Addr()}
 	}
 	if len(s.Bypass) == 0 {
-		return s
+		return s // no neighbour table to read
 	}
-	leases := map[string][]netip.Addr{}
-	if f, err := os.Open(firewall.DHCPLeasesFile); err == nil {
-		leases = firewall.ParseDHCPLeases(f)
-		f.Close()
-	}
-	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, route.HostNeighbours(context.Background()))
-	return s
+	return firewall.ResolveBypassFrom(s, firewall.DHCPLeasesFile, route.HostNeighbours(context.Background()))
 }
 
 // keepLearned carries what the daemon learned at run time into a Spec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,9 +12,11 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/detectors/loghealth"
+	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/runfiles"
+	"surflare-watchdog/src/surflare"
 )
 
 // Control commands of the node probe (issue 6 part 4). The daemon runs the
@@ -165,13 +168,6 @@ type vendorCLI interface {
 	Disconnect(ctx context.Context) error
 }
 
-// NewVendorSwitcher switches v in mode through transit, with nothing to
-// flush and connect's return taken as ready: the CLI's probe without a
-// daemon, which owns no tables.
-func NewVendorSwitcher(v vendorCLI, mode, transit string) VendorSwitcher {
-	return VendorSwitcher{v: v, mode: mode, transit: transit}
-}
-
 // Switch implements nodeprobe.Switcher.
 func (s VendorSwitcher) Switch(ctx context.Context, node string) error {
 	if err := s.v.Disconnect(ctx); err != nil && s.flush != nil {
@@ -206,4 +202,57 @@ func (d *Daemon) localReady(timeout time.Duration) func(ctx context.Context) err
 			}
 		}
 	}
+}
+
+// ErrProbeArgs marks a probe that cannot start with the nodes and targets
+// it was given (a usage error for the CLI).
+var ErrProbeArgs = errors.New("bad probe arguments")
+
+// ProbeWithoutDaemon probes nodes (every candidate when empty) through the
+// vendor CLI when no daemon runs, and puts the vendor back where it was
+// (connected to its node, or disconnected), also after ctx ends. Progress
+// lines go to progress; problems that do not fail the probe (restoring the
+// vendor, writing the results file) go to warn.
+func ProbeWithoutDaemon(ctx context.Context, c *config.Config, nodes []string, progress io.Writer, warn func(error)) (nodeprobe.Report, error) {
+	o, err := ProbeOptions(c, nodes)
+	if err != nil {
+		return nodeprobe.Report{}, fmt.Errorf("%w: %w", ErrProbeArgs, err)
+	}
+	v := surflare.New(surflare.Options{Bin: c.Paths.SurflareBin, Timeout: c.Vendor.StatusTimeout, ConnectTimeout: c.Vendor.ConnectTimeout})
+	before, err := v.Status(ctx)
+	if err != nil {
+		return nodeprobe.Report{}, fmt.Errorf("asking the vendor CLI: %w", err)
+	}
+	sw := VendorSwitcher{v: v, mode: string(c.Main.Mode), transit: c.Main.Transit}
+	o.Switcher = sw
+	o.Kernel = nodeprobe.NetKernel{Firewall: firewall.New()}
+	o.Progress = func(p nodeprobe.Progress) {
+		if p.Phase == nodeprobe.PhaseDone && p.Result != nil {
+			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", p.Index, p.Total, p.Node, p.Result.Summary())
+		} else {
+			fmt.Fprintf(progress, "[%d/%d] %s: %s…\n", p.Index, p.Total, p.Node, p.Phase)
+		}
+	}
+	rep, runErr := nodeprobe.Run(ctx, o)
+
+	// Put the vendor back even after Ctrl-C.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Vendor.ConnectTimeout+c.Vendor.StatusTimeout)
+	defer cancel()
+	if before.State == surflare.StateConnected && before.Node != "" {
+		rep.OriginalNode = before.Node
+		err = sw.Switch(rctx, before.Node)
+		fmt.Fprintf(progress, "back on %s\n", before.Node)
+	} else {
+		err = v.Disconnect(rctx)
+		fmt.Fprintln(progress, "vendor disconnected again, as before the probe")
+	}
+	if err != nil {
+		warn(fmt.Errorf("restoring the vendor: %w", err))
+	}
+	if rep.Nodes != nil {
+		if werr := nodeprobe.WriteResults(c.Paths.RunDir, rep); werr != nil {
+			warn(werr)
+		}
+	}
+	return rep, runErr
 }

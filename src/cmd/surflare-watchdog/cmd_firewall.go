@@ -160,12 +160,7 @@ func buildSpec(sf specFlags, neigh []route.Neighbour, stderr io.Writer) (firewal
 	if err != nil {
 		return s, err
 	}
-	leases := map[string][]netip.Addr{}
-	if f, err := os.Open(*sf.leases); err == nil {
-		leases = firewall.ParseDHCPLeases(f)
-		f.Close()
-	}
-	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neigh)
+	s = firewall.ResolveBypassFrom(s, *sf.leases, neigh)
 	return s, s.Validate()
 }
 

@@ -13,9 +13,7 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/daemon"
-	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/nodeprobe"
-	"surflare-watchdog/src/surflare"
 )
 
 // probePoll is how often the CLI asks the daemon for the probe's progress.
@@ -142,63 +140,28 @@ func followProbe(ctx context.Context, sock string, progress, stderr io.Writer) (
 	}
 }
 
-// probeDirect probes without a daemon, through the vendor CLI, and puts
-// the vendor back where it was (connected to its node, or disconnected).
+// probeDirect probes without a daemon (daemon.ProbeWithoutDaemon) and
+// maps the outcome to an exit code.
 func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, stderr io.Writer) (nodeprobe.Report, int) {
 	c, _, err := config.Load(cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return nodeprobe.Report{}, exitFailure
 	}
-	o, err := daemon.ProbeOptions(c, nodes)
-	if err != nil {
+	rep, err := daemon.ProbeWithoutDaemon(ctx, c, nodes, progress, func(err error) {
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
-		return nodeprobe.Report{}, exitUsage
+	})
+	switch {
+	case err == nil:
+		return rep, exitOK
+	case errors.Is(err, daemon.ErrProbeArgs):
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+		return rep, exitUsage
+	case ctx.Err() != nil:
+		return rep, exitInterrupted
 	}
-	v := surflare.New(surflare.Options{Bin: c.Paths.SurflareBin, Timeout: c.Vendor.StatusTimeout, ConnectTimeout: c.Vendor.ConnectTimeout})
-	before, err := v.Status(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog probe: asking the vendor CLI: %v\n", err)
-		return nodeprobe.Report{}, exitFailure
-	}
-	o.Switcher = daemon.NewVendorSwitcher(v, string(c.Main.Mode), c.Main.Transit)
-	o.Kernel = nodeprobe.NetKernel{Firewall: firewall.New()}
-	o.Progress = func(p nodeprobe.Progress) {
-		if p.Phase == nodeprobe.PhaseDone && p.Result != nil {
-			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", p.Index, p.Total, p.Node, p.Result.Summary())
-		} else {
-			fmt.Fprintf(progress, "[%d/%d] %s: %s…\n", p.Index, p.Total, p.Node, p.Phase)
-		}
-	}
-	rep, runErr := nodeprobe.Run(ctx, o)
-
-	// Put the vendor back even after Ctrl-C.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Vendor.ConnectTimeout+c.Vendor.StatusTimeout)
-	defer cancel()
-	if before.State == surflare.StateConnected && before.Node != "" {
-		rep.OriginalNode = before.Node
-		err = daemon.NewVendorSwitcher(v, string(c.Main.Mode), c.Main.Transit).Switch(rctx, before.Node)
-		fmt.Fprintf(progress, "back on %s\n", before.Node)
-	} else {
-		err = v.Disconnect(rctx)
-		fmt.Fprintln(progress, "vendor disconnected again, as before the probe")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog probe: restoring the vendor: %v\n", err)
-	}
-	if rep.Nodes != nil {
-		if werr := nodeprobe.WriteResults(c.Paths.RunDir, rep); werr != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", werr)
-		}
-	}
-	if runErr != nil {
-		if ctx.Err() != nil {
-			return rep, exitInterrupted
-		}
-		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", runErr)
-		return rep, exitFailure
-	}
-	return rep, exitOK
+	fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+	return rep, exitFailure
 }
 
 // printProbe prints the report as a table or as JSON.

@@ -116,7 +116,7 @@ func TestProbeNamespaceDialsFromTheLAN(t *testing.T) {
 		t.Error("the probe's veth is still there after Close")
 	}
 	if cur, _ := netns.Get(); !cur.Equal(ns) {
-		t.Error("newProbeNS changed the caller's namespace")
+		t.Error("NewProbeNS changed the caller's namespace")
 	}
 	if err := netns.Set(orig); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,6 @@ func writeOwner(dir string, pid int) error {
 	return writeFileAtomic(filepath.Join(dir, ownerFile), fmt.Appendf(nil, "%d %s\n", pid, st), 0o644)
 }
 
-
 // ownerAlive reports whether the owner recorded in dir is still running.
 func ownerAlive(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))

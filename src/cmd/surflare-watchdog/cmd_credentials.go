@@ -61,23 +61,11 @@ Run 'surflare-watchdog credentials set --help' for the flags.
 `
 
 func credentialsMain(ctx context.Context, args []string, cio credIO) int {
-	if len(args) == 0 {
-		fmt.Fprintf(cio.stderr, credentialsUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(cio.stdout, credentialsUsage)
-		return exitOK
-	case "set":
-		return credentialsSet(ctx, args[1:], cio)
-	case "status":
-		return credentialsStatus(args[1:], cio)
-	case "clear":
-		return credentialsClear(ctx, args[1:], cio)
-	}
-	fmt.Fprintf(cio.stderr, "surflare-watchdog credentials: unknown subcommand %q\n\n"+credentialsUsage, args[0])
-	return exitUsage
+	return subcommands("credentials", credentialsUsage, args, cio.stdout, cio.stderr, map[string]func([]string) int{
+		"set":    func(a []string) int { return credentialsSet(ctx, a, cio) },
+		"status": func(a []string) int { return credentialsStatus(a, cio) },
+		"clear":  func(a []string) int { return credentialsClear(ctx, a, cio) },
+	})
 }
 
 // credFlags are the flags every credential command shares.

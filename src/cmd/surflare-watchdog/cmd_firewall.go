@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -55,45 +54,22 @@ Run 'surflare-watchdog firewall SUBCOMMAND --help' for the flags.
 `
 
 func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, firewallUsage)
-		return exitUsage
-	}
-	rest := args[1:]
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, firewallUsage)
-		return exitOK
-	case "plan":
-		return firewallPlan(rest, stdout, stderr)
-	case "apply":
-		return firewallApply(ctx, rest, stdout, stderr)
-	case "teardown":
-		return firewallTeardown(ctx, "firewall teardown", rest, stdout, stderr, true)
-	case "status":
-		return firewallStatus(ctx, rest, stdout, stderr)
-	case "trace":
-		return firewallTrace(ctx, rest, stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "surflare-watchdog firewall: unknown subcommand %q\n\n%s", args[0], firewallUsage)
-	return exitUsage
+	return subcommands("firewall", firewallUsage, args, stdout, stderr, map[string]func([]string) int{
+		"plan":     func(a []string) int { return firewallPlan(a, stdout, stderr) },
+		"apply":    func(a []string) int { return firewallApply(ctx, a, stdout, stderr) },
+		"teardown": func(a []string) int { return firewallTeardown(ctx, "firewall teardown", a, stdout, stderr, true) },
+		"status":   func(a []string) int { return firewallStatus(ctx, a, stdout, stderr) },
+		"trace":    func(a []string) int { return firewallTrace(ctx, a, stdout, stderr) },
+	})
 }
 
-// parseFlags parses and turns -h and bad flags into exit codes (ok=false).
-// --help prints the usage once, to stdout; a bad flag prints the problem
-// and the usage to stderr. (The flag package's own Usage would also print
-// the flags to stderr, so --help showed them twice.)
+// parseFlags is parseFlagsOrUsage with the synopsis "NAME [flags]" and no
+// positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printFlagUsage(stdout, fs)
-		return exitOK, false
-	case err != nil:
-		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
-		printFlagUsage(stderr, fs)
-		return exitUsage, false
+	synopsis := fs.Name()
+	fs.VisitAll(func(*flag.Flag) { synopsis = fs.Name() + " [flags]" })
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
@@ -111,27 +87,6 @@ var flagUsageNotes = map[string]string{
 	"teardown":          "Removes every table, set, rule and route of the watchdog from the current network\nnamespace, the kill switch included (the network is open afterwards).",
 	"version":           "Prints the version, the Go release and the platform it was built for.",
 	"routes update":     "Fetches APNIC delegated-format data and writes the cn_direct prefix files atomically;\na failed download keeps the old files.",
-}
-
-// printFlagUsage writes "Usage: surflare-watchdog NAME [flags]", the note
-// for NAME and the flags, if it has any.
-func printFlagUsage(w io.Writer, fs *flag.FlagSet) {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	synopsis := fs.Name()
-	if n > 0 {
-		synopsis += " [flags]"
-	}
-	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
-	if note := flagUsageNotes[fs.Name()]; note != "" {
-		fmt.Fprintf(w, "\n%s\n", note)
-	}
-	if n > 0 {
-		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 }
 
 // specFlags are the flags every subcommand that builds a Spec takes.
@@ -349,19 +304,12 @@ const routesUsage = `Usage: surflare-watchdog routes update [--config FILE] [--u
 `
 
 func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, routesUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, routesUsage)
-		return exitOK
-	case "update":
-	default:
-		fmt.Fprintf(stderr, "surflare-watchdog routes: unknown subcommand %q\n\n%s", args[0], routesUsage)
-		return exitUsage
-	}
+	return subcommands("routes", routesUsage, args, stdout, stderr, map[string]func([]string) int{
+		"update": func(a []string) int { return routesUpdate(ctx, a, stdout, stderr) },
+	})
+}
+
+func routesUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("routes update", flag.ContinueOnError)
 	cfgPath := fs.String("config", config.DefaultPath, "the UCI `file` to take the defaults from")
 	url := fs.String("url", "", "APNIC delegated-format `URL` (default: chnroute_url from the config)")
@@ -369,7 +317,7 @@ func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	out6 := fs.String("out6", "", "IPv6 output `file` (default: chnroute_v6 from the config)")
 	country := fs.String("country", "CN", "two-letter `country` code")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this `duration`")
-	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	// Flags win; the config fills in the rest; a missing config file is fine

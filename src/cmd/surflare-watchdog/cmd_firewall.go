@@ -226,78 +226,73 @@ const traceUsage = `Usage: surflare-watchdog firewall trace start [--addr A] [--
 `
 
 func firewallTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, traceUsage)
+	fw := firewall.New()
+	return subcommands("firewall trace", traceUsage, args, stdout, stderr, map[string]func([]string) int{
+		"start": func(a []string) int { return traceStart(ctx, fw, a, stdout, stderr) },
+		"stop": func(a []string) int {
+			fs := flag.NewFlagSet("firewall trace stop", flag.ContinueOnError)
+			if code, ok := parseFlags(fs, a, stdout, stderr); !ok {
+				return code
+			}
+			if err := fw.TraceStop(ctx); err != nil {
+				fmt.Fprintf(stderr, "surflare-watchdog firewall trace stop: %v\n", err)
+				return exitFailure
+			}
+			fmt.Fprintln(stdout, "trace stopped")
+			return exitOK
+		},
+		"watch": func(a []string) int {
+			fs := flag.NewFlagSet("firewall trace watch", flag.ContinueOnError)
+			d := fs.Duration("for", 0, "stop after this `duration` (0 = until interrupted)")
+			if code, ok := parseFlags(fs, a, stdout, stderr); !ok {
+				return code
+			}
+			if *d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, *d)
+				defer cancel()
+			}
+			if err := fw.ReadTrace(ctx, func(e firewall.TraceEvent) { fmt.Fprintln(stdout, e) }); err != nil {
+				fmt.Fprintf(stderr, "surflare-watchdog firewall trace watch: %v\n", err)
+				return exitFailure
+			}
+			return exitOK
+		},
+	})
+}
+
+func traceStart(ctx context.Context, fw *firewall.Firewall, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("firewall trace start", flag.ContinueOnError)
+	addr := fs.String("addr", "", "trace packets from or to this `address`")
+	port := fs.Uint("port", 0, "trace TCP/UDP packets from or to this `port`")
+	all := fs.Bool("all", false, "trace every packet (heavy on a busy router)")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	var f firewall.TraceFilter
+	if *addr != "" {
+		a, err := netip.ParseAddr(*addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --addr %q is not an address\n", *addr)
+			return exitUsage
+		}
+		f.Addr = a
+	}
+	if *port > 65535 {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --port %d is out of range\n", *port)
 		return exitUsage
 	}
-	fw := firewall.New()
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, traceUsage)
-		return exitOK
-	case "start":
-		fs := flag.NewFlagSet("firewall trace start", flag.ContinueOnError)
-		addr := fs.String("addr", "", "trace packets from or to this `address`")
-		port := fs.Uint("port", 0, "trace TCP/UDP packets from or to this `port`")
-		all := fs.Bool("all", false, "trace every packet (heavy on a busy router)")
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		var f firewall.TraceFilter
-		if *addr != "" {
-			a, err := netip.ParseAddr(*addr)
-			if err != nil {
-				fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --addr %q is not an address\n", *addr)
-				return exitUsage
-			}
-			f.Addr = a
-		}
-		if *port > 65535 {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --port %d is out of range\n", *port)
-			return exitUsage
-		}
-		f.Port = uint16(*port)
-		if !f.Addr.IsValid() && f.Port == 0 && !*all {
-			fmt.Fprintln(stderr, "surflare-watchdog firewall trace start: give --addr and/or --port, or --all")
-			return exitUsage
-		}
-		if err := fw.TraceStart(ctx, f); err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintf(stdout, "tracing %s; 'surflare-watchdog firewall trace watch' shows events, 'trace stop' ends it\n", f)
-		return exitOK
-	case "stop":
-		fs := flag.NewFlagSet("firewall trace stop", flag.ContinueOnError)
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		if err := fw.TraceStop(ctx); err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace stop: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintln(stdout, "trace stopped")
-		return exitOK
-	case "watch":
-		fs := flag.NewFlagSet("firewall trace watch", flag.ContinueOnError)
-		d := fs.Duration("for", 0, "stop after this `duration` (0 = until interrupted)")
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		if *d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, *d)
-			defer cancel()
-		}
-		err := fw.ReadTrace(ctx, func(e firewall.TraceEvent) { fmt.Fprintln(stdout, e) })
-		if err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace watch: %v\n", err)
-			return exitFailure
-		}
-		return exitOK
+	f.Port = uint16(*port)
+	if !f.Addr.IsValid() && f.Port == 0 && !*all {
+		fmt.Fprintln(stderr, "surflare-watchdog firewall trace start: give --addr and/or --port, or --all")
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "surflare-watchdog firewall trace: unknown subcommand %q\n\n%s", args[0], traceUsage)
-	return exitUsage
+	if err := fw.TraceStart(ctx, f); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "tracing %s; 'surflare-watchdog firewall trace watch' shows events, 'trace stop' ends it\n", f)
+	return exitOK
 }
 
 const routesUsage = `Usage: surflare-watchdog routes update [--config FILE] [--url URL] [--out4 FILE] [--out6 FILE] [--country CC]
@@ -332,20 +327,12 @@ func routesUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	v4, v6, err := firewall.FetchAPNIC(ctx, http.DefaultClient, *url, *country)
+	n4, n6, err := firewall.UpdateChnroute(ctx, http.DefaultClient, *url, *country, *out4, *out6)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
 		return exitFailure
 	}
-	if err := firewall.WriteChnroute(*out4, v4); err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
-		return exitFailure
-	}
-	if err := firewall.WriteChnroute(*out6, v6); err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
-		return exitFailure
-	}
-	fmt.Fprintf(stdout, "%s: %d IPv4 prefixes\n%s: %d IPv6 prefixes\n", *out4, len(v4), *out6, len(v6))
+	fmt.Fprintf(stdout, "%s: %d IPv4 prefixes\n%s: %d IPv6 prefixes\n", *out4, n4, *out6, n6)
 	return exitOK
 }
 

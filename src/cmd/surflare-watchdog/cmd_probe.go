@@ -93,11 +93,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return printProbe(rep, *asJSON, stdout, stderr)
 }
 
-// followProbe polls the daemon's probe until it is over, printing a line
-// per finished node, and returns its report.
+// followProbe polls the daemon's probe (nodeprobe.Follow) and maps the
+// outcome to an exit code.
 func followProbe(ctx context.Context, sock string, progress, stderr io.Writer) (nodeprobe.Report, int) {
-	printed, lastPhase := 0, ""
-	for {
+	status := func(ctx context.Context) (nodeprobe.JobStatus, error) {
 		var st nodeprobe.JobStatus
 		resp, err := control.Call(ctx, sock, control.Request{Cmd: daemon.CmdProbeStatus})
 		if err == nil && !resp.OK {
@@ -106,38 +105,20 @@ func followProbe(ctx context.Context, sock string, progress, stderr io.Writer) (
 		if err == nil {
 			err = json.Unmarshal(resp.Data, &st)
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintln(stderr, "surflare-watchdog probe: interrupted; the daemon finishes the probe and restores the node itself")
-				return nodeprobe.Report{}, exitInterrupted
-			}
-			fmt.Fprintf(stderr, "surflare-watchdog probe: following the daemon's probe: %v\n", err)
-			return nodeprobe.Report{}, exitFailure
-		}
-		for ; printed < len(st.Results); printed++ {
-			r := st.Results[printed]
-			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", printed+1, len(st.Nodes), r.Node, r.Summary())
-		}
-		if st.Running && st.Current != "" && st.Phase+st.Current != lastPhase && st.Phase != nodeprobe.PhaseDone {
-			lastPhase = st.Phase + st.Current
-			fmt.Fprintf(progress, "[%d/%d] %s: %s…\n", st.Index, len(st.Nodes), st.Current, st.Phase)
-		}
-		if !st.Running {
-			if st.Report == nil {
-				fmt.Fprintf(stderr, "surflare-watchdog probe: the daemon's probe failed: %s\n", st.Error)
-				return nodeprobe.Report{}, exitFailure
-			}
-			if st.Error != "" {
-				fmt.Fprintf(stderr, "surflare-watchdog probe: %s\n", st.Error)
-			}
-			fmt.Fprintf(progress, "back on %s (the daemon reconnects it); results in %s\n", st.Report.OriginalNode, st.File)
-			return *st.Report, exitOK
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(probePoll):
-		}
+		return st, err
 	}
+	rep, err := nodeprobe.Follow(ctx, status, probePoll, progress, func(msg string) {
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %s\n", msg)
+	})
+	switch {
+	case err == nil:
+		return rep, exitOK
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "surflare-watchdog probe: interrupted; the daemon finishes the probe and restores the node itself")
+		return rep, exitInterrupted
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+	return rep, exitFailure
 }
 
 // probeDirect probes without a daemon (daemon.ProbeWithoutDaemon) and

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -75,6 +76,13 @@ type Daemon struct {
 // New loads the config (an error names every FILE:LINE problem) and
 // prepares a Daemon; nothing touches the kernel before Run.
 func New(o Options) (*Daemon, error) {
+	// A config other than the default one (a lab, a test) keeps its
+	// password next to it unless told otherwise.
+	if o.PasswordFile == "" && o.ConfigPath != config.DefaultPath {
+		if p := filepath.Join(filepath.Dir(o.ConfigPath), "password"); regularFile(p) {
+			o.PasswordFile = p
+		}
+	}
 	h, err := config.NewHolder(o.ConfigPath)
 	if err != nil {
 		return nil, err
@@ -98,6 +106,11 @@ func (d *Daemon) setWAN(w wanInfo) {
 	d.wanMu.Lock()
 	d.wanv = w
 	d.wanMu.Unlock()
+}
+
+func regularFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // credOpts says where the vendor password is.

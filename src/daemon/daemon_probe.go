@@ -49,6 +49,20 @@ func (d *Daemon) handleProbe(req control.Request) (data any, handled bool, err e
 	return nil, false, nil
 }
 
+// ProbeRequest is the control request that starts a probe of nodes
+// (every candidate when empty); NodesArg reads it back.
+func ProbeRequest(nodes []string) control.Request {
+	req := control.Request{Cmd: CmdProbe}
+	if len(nodes) > 0 {
+		list := make([]any, len(nodes))
+		for i, n := range nodes {
+			list[i] = n
+		}
+		req.Args = map[string]any{"nodes": list}
+	}
+	return req
+}
+
 // NodesArg reads {"nodes": […]} (or a single {"node": NAME}).
 func NodesArg(args map[string]any) ([]string, error) {
 	var out []string

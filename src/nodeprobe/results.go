@@ -70,6 +70,19 @@ func UrltestFrom(s *loghealth.Snapshot, loadErr error, node string) Urltest {
 	return u
 }
 
+// Write prints the report as a table (WriteTable) or, asJSON, indented.
+func (rep Report) Write(w io.Writer, asJSON bool) error {
+	if !asJSON {
+		return rep.WriteTable(w)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
 // WriteTable prints the report as a table, one node a line.
 func (rep Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -91,28 +91,10 @@ func loadConfigFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, s
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if err != nil {
-		printConfigError(stderr, err)
+		config.WriteErrors(stderr, err)
 		return nil, warns, exitFailure
 	}
 	return c, warns, exitOK
-}
-
-// printConfigError prints a config error: each problem of an ErrorList on
-// its own line, anything else (an unreadable file) as one message.
-func printConfigError(w io.Writer, err error) {
-	var list config.ErrorList
-	if errors.As(err, &list) {
-		for _, e := range list {
-			fmt.Fprintln(w, e.Error())
-		}
-		plural := "s"
-		if len(list) == 1 {
-			plural = ""
-		}
-		fmt.Fprintf(w, "%d error%s\n", len(list), plural)
-		return
-	}
-	fmt.Fprintf(w, "surflare-watchdog: %v\n", err)
 }
 
 // parseFlagsOrUsage parses a subcommand's flags. --help prints the usage

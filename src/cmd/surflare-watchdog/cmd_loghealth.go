@@ -60,7 +60,7 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 		if err != nil {
-			printConfigError(stderr, err)
+			config.WriteErrors(stderr, err)
 			return exitFailure
 		}
 		cfg = c

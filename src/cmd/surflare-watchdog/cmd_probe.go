@@ -59,15 +59,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	sock := control.SocketPath(*runDir)
 
-	req := control.Request{Cmd: daemon.CmdProbe}
-	if len(nodes) > 0 {
-		list := make([]any, len(nodes))
-		for i, n := range nodes {
-			list[i] = n
-		}
-		req.Args = map[string]any{"nodes": list}
-	}
-	resp, err := control.Call(ctx, sock, req)
+	resp, err := control.Call(ctx, sock, daemon.ProbeRequest(nodes))
 	var rep nodeprobe.Report
 	switch {
 	case errors.Is(err, control.ErrNotRunning):
@@ -147,16 +139,8 @@ func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, 
 
 // printProbe prints the report as a table or as JSON.
 func printProbe(rep nodeprobe.Report, asJSON bool, stdout, stderr io.Writer) int {
-	if asJSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-		return exitOK
-	}
-	if err := rep.WriteTable(stdout); err != nil {
+	if err := rep.Write(stdout, asJSON); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return exitFailure
 	}
 	return exitOK

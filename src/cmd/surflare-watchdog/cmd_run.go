@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/credentials"
@@ -70,11 +69,6 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	daemon.SetupLogging(stderr, lvl)
-	if o.PasswordFile == "" && o.ConfigPath != config.DefaultPath {
-		if p := filepath.Join(filepath.Dir(o.ConfigPath), "password"); fileExists(p) {
-			o.PasswordFile = p
-		}
-	}
 
 	d, err := daemon.New(o)
 	if err != nil {
@@ -90,9 +84,4 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }

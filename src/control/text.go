@@ -14,6 +14,16 @@ import (
 // indented key: value lines, whatever the command; --json prints it as it
 // came.
 
+// WriteJSON prints data indented ("null" when empty or not JSON).
+func WriteJSON(w io.Writer, data json.RawMessage) {
+	var out bytes.Buffer
+	if len(data) == 0 || json.Indent(&out, data, "", "  ") != nil {
+		out.Reset()
+		out.WriteString("null")
+	}
+	fmt.Fprintf(w, "%s\n", out.Bytes())
+}
+
 // summaryFirst are the keys a person looks for first in a status answer;
 // everything else follows alphabetically. Unknown keys are shown as they
 // come, so the daemon can grow its status without breaking this.

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,10 +10,35 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/route"
 )
 
 // The config → firewall.Spec conversion shared by `firewall plan|apply` and
 // the daemon (`run`), so both always build the same tables from a config.
+
+// SpecFromFile is `firewall plan|apply`'s Spec: the config at path (its
+// warnings and SpecFromConfig's go to warn), the bypass devices resolved
+// with the leases in leasesFile and, withNeighbours, the neighbour table;
+// validated.
+func SpecFromFile(path, leasesFile string, withNeighbours bool, warn io.Writer) (firewall.Spec, error) {
+	c, warns, err := config.Load(path)
+	if err != nil {
+		return firewall.Spec{}, err
+	}
+	for _, w := range warns {
+		fmt.Fprintf(warn, "warning: %v\n", w)
+	}
+	s, err := SpecFromConfig(c, warn)
+	if err != nil {
+		return s, err
+	}
+	var neigh []route.Neighbour
+	if withNeighbours && len(s.Bypass) > 0 {
+		neigh = route.HostNeighbours(context.Background())
+	}
+	s = firewall.ResolveBypassFrom(s, leasesFile, neigh)
+	return s, s.Validate()
+}
 
 // SpecFromConfig maps the typed config onto the firewall's declarative input.
 // Relays are not in the config (the vendor decides them): the daemon adds

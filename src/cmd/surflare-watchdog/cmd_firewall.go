@@ -14,7 +14,6 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
-	"surflare-watchdog/src/route"
 )
 
 func init() {
@@ -101,31 +100,13 @@ func addSpecFlags(fs *flag.FlagSet) specFlags {
 	}
 }
 
-// buildSpec reads the config and the chnroute files into a firewall.Spec.
-// neigh adds addresses of bypass devices from the neighbour table (nil: none).
-func buildSpec(sf specFlags, neigh []route.Neighbour, stderr io.Writer) (firewall.Spec, error) {
-	c, warns, err := config.Load(*sf.config)
-	if err != nil {
-		return firewall.Spec{}, err
-	}
-	for _, w := range warns {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
-	}
-	s, err := daemon.SpecFromConfig(c, stderr)
-	if err != nil {
-		return s, err
-	}
-	s = firewall.ResolveBypassFrom(s, *sf.leases, neigh)
-	return s, s.Validate()
-}
-
 func firewallPlan(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("firewall plan", flag.ContinueOnError)
 	sf := addSpecFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	s, err := buildSpec(sf, nil, stderr)
+	s, err := daemon.SpecFromFile(*sf.config, *sf.leases, false, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall plan: %v\n", err)
 		return exitFailure
@@ -146,7 +127,7 @@ func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	s, err := buildSpec(sf, route.HostNeighbours(ctx), stderr)
+	s, err := daemon.SpecFromFile(*sf.config, *sf.leases, true, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall apply: %v\n", err)
 		return exitFailure
@@ -165,18 +146,8 @@ func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return exitFailure
 		}
 	}
-	printChanges(stdout, ch)
+	ch.WriteText(stdout)
 	return exitOK
-}
-
-func printChanges(w io.Writer, ch firewall.Changes) {
-	if ch.Empty() {
-		fmt.Fprintln(w, "no changes")
-		return
-	}
-	for _, c := range ch {
-		fmt.Fprintln(w, c)
-	}
 }
 
 func teardownMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -193,7 +164,7 @@ func firewallTeardown(ctx context.Context, name string, args []string, stdout, s
 		return code
 	}
 	ch, err := firewall.New().Teardown(ctx, *keep)
-	printChanges(stdout, ch)
+	ch.WriteText(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", name, err)
 		return exitFailure

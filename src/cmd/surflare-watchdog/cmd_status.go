@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -106,12 +104,7 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		return exitFailure
 	}
 	if *asJSON {
-		var out bytes.Buffer
-		if len(resp.Data) == 0 || json.Indent(&out, resp.Data, "", "  ") != nil {
-			out.Reset()
-			out.WriteString("null")
-		}
-		fmt.Fprintf(stdout, "%s\n", out.Bytes())
+		control.WriteJSON(stdout, resp.Data)
 		return exitOK
 	}
 	if len(resp.Data) == 0 {

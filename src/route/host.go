@@ -102,3 +102,13 @@ func DeviceAddr(dev string) netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// HostTCPSockets is TCPSockets in the caller's namespace.
+func HostTCPSockets(ctx context.Context) ([]Socket, error) {
+	h, err := Open(netns.None())
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	return h.TCPSockets(ctx)
+}

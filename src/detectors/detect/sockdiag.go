@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"surflare-watchdog/src/procscan"
+	"surflare-watchdog/src/route"
 )
 
 // Default ephemeral port range (net.ipv4.ip_local_port_range), used when
@@ -37,7 +35,7 @@ const (
 // port from the ephemeral range, while a tproxy-accepted socket's local
 // port is the client's original destination port (443, 80, …).
 type ProxySampler struct {
-	h              *netlink.Handle
+	h              *route.Handle
 	pids           func() ([]int, error)
 	procRoot       string
 	ephLo, ephHi   uint16
@@ -71,9 +69,8 @@ func ProxyPIDs(comm string) func() ([]int, error) {
 	}
 }
 
-// NewProxySampler opens an inet_diag netlink socket in o.NS. The
-// NETLINK_INET_DIAG protocol is asked for explicitly: without it NewHandleAt
-// silently answers sock_diag from the caller's namespace (DESIGN §9).
+// NewProxySampler opens route's sock_diag handle in o.NS (which asks for
+// the inet_diag socket explicitly, DESIGN §9).
 func NewProxySampler(o SamplerOptions) (*ProxySampler, error) {
 	if o.PIDs == nil {
 		return nil, errors.New("proxy sampler: no way to find the proxy's pids")
@@ -82,7 +79,7 @@ func NewProxySampler(o SamplerOptions) (*ProxySampler, error) {
 	if ns == 0 {
 		ns = netns.None()
 	}
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_INET_DIAG)
+	h, err := route.Open(ns)
 	if err != nil {
 		return nil, fmt.Errorf("opening sock_diag: %w", err)
 	}
@@ -115,39 +112,31 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 	if len(inodes) == 0 {
 		return nil, nil
 	}
+	socks, err := s.h.AllTCPSockets(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []Conn
-	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	for _, m := range socks {
+		if !inodes[m.Inode] || m.State == StateListen || m.State == StateTimeWait {
+			continue
 		}
-		resp, err := s.h.SocketDiagTCPInfo(fam)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("sock_diag: %w", err)
+		c := Conn{
+			Local:    m.Local,
+			Remote:   m.Remote,
+			State:    m.State,
+			Outbound: m.Local.Port() >= s.ephLo && m.Local.Port() <= s.ephHi,
 		}
-		for _, r := range resp {
-			m := r.InetDiagMsg
-			if m == nil || !inodes[m.INode] || m.State == StateListen || m.State == StateTimeWait {
-				continue
-			}
-			src, _ := netip.AddrFromSlice(m.ID.Source)
-			dst, _ := netip.AddrFromSlice(m.ID.Destination)
-			c := Conn{
-				Local:    netip.AddrPortFrom(src.Unmap(), m.ID.SourcePort),
-				Remote:   netip.AddrPortFrom(dst.Unmap(), m.ID.DestinationPort),
-				State:    m.State,
-				Outbound: m.ID.SourcePort >= s.ephLo && m.ID.SourcePort <= s.ephHi,
-			}
-			if i := r.TCPInfo; i != nil {
-				c.HasInfo = true
-				c.Cwnd = i.Snd_cwnd
-				c.RTO = time.Duration(i.Rto) * time.Microsecond
-				c.Backoff = i.Backoff
-				c.Unacked = i.Unacked
-				c.LastDataSent = time.Duration(i.Last_data_sent) * time.Millisecond
-				c.LastDataRecv = time.Duration(i.Last_data_recv) * time.Millisecond
-			}
-			out = append(out, c)
+		if i := m.Info; i != nil {
+			c.HasInfo = true
+			c.Cwnd = i.Snd_cwnd
+			c.RTO = time.Duration(i.Rto) * time.Microsecond
+			c.Backoff = i.Backoff
+			c.Unacked = i.Unacked
+			c.LastDataSent = time.Duration(i.Last_data_sent) * time.Millisecond
+			c.LastDataRecv = time.Duration(i.Last_data_recv) * time.Millisecond
 		}
+		out = append(out, c)
 	}
 	return out, nil
 }

@@ -24,7 +24,7 @@ goarch_mipsel  := mipsle
 goarch_mips    := mips
 GOARCH_FOR     = $(goarch_$(ARCH))
 
-.PHONY: all build setup test test-short fuzz-quick lint demo bench ipk apk sizes install clean
+.PHONY: all build setup test test-short fuzz-quick lint tidy-check demo bench ipk apk sizes install clean
 
 all: build
 
@@ -41,7 +41,7 @@ setup:
 
 ## test: every test; root-only tests (namespaces, nftables, the lab) run when root.
 ## The packages are built first so the package tests check what `make ipk` and `make apk` really make.
-test: ipk apk
+test: ipk apk tidy-check
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz-quick
@@ -59,8 +59,13 @@ fuzz-quick:
 		done; \
 	done
 
-## lint: gofmt, go vet, and go vet for the router architectures so they keep compiling.
-lint:
+## tidy-check: go.mod and go.sum are what `go mod tidy` makes (a test run would
+## otherwise rewrite them in a clean checkout).
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
+
+## lint: gofmt, go mod tidy, go vet, and go vet for the router architectures so they keep compiling.
+lint: tidy-check
 	@bad=$$(gofmt -l src); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...

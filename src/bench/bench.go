@@ -59,7 +59,7 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// DefaultOptions are the figures: at least 10 runs, 30 minutes of
+// DefaultOptions are the benchmark's figures (bench/README.md): at least 10 runs, 30 minutes of
 // soak; quick: 2 runs (1 for the baseline, on node down and node
 // black-hole only), 2 minutes of soak, 1 minute of steady state.
 func DefaultOptions(quick bool) Options {

@@ -11,7 +11,7 @@
 //     scenario runner (`surflare-lab scenario NAME --json`), the rest in
 //     labs this package brings up itself;
 //   - statistics and judgement (stats.go, targets.go): percentiles,
-//     ours/baseline ratios and the issue's targets, each MET or MISSED —
+//     ours/baseline ratios and the targets (bench/README.md), each MET or MISSED —
 //     never adjusted to make a figure pass;
 //   - rendering (report.go, svg.go): results.md, results.json and a
 //     hand-written latency.svg, with no dependencies.

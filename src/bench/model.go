@@ -176,7 +176,7 @@ const (
 	NotApplicable Verdict = "N/A"
 )
 
-// Target is one of the issue's targets, judged.
+// Target is one of the benchmark's targets (bench/README.md), judged.
 type Target struct {
 	Name     string  `json:"name"`
 	Goal     string  `json:"goal"`

@@ -259,7 +259,7 @@ func TestTargetBoundaries(t *testing.T) {
 		}
 	}
 	if _, ok := got["p95 detection: proxy crash"]; ok {
-		t.Error("proxy crash has no detection target in the issue, but one was judged")
+		t.Error("proxy crash has no detection target in bench/README.md, but one was judged")
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// The latency scenarios of the issue, by the scenario runner's names, in
+// The benchmark's latency scenarios, by the scenario runner's names, in
 // report order.
 const (
 	ScenarioNodeDown       = "node-down"
@@ -23,7 +23,7 @@ var LatencyScenarios = []string{
 	Scenario503Storm, ScenarioProxyCrash, ScenarioDomesticExit,
 }
 
-// scenarioLabels are the issue's words for each scenario.
+// scenarioLabels are bench/README.md's words for each scenario.
 var scenarioLabels = map[string]string{
 	ScenarioNodeDown:       "node down",
 	ScenarioNodeBlackhole:  "silent node black-hole",
@@ -33,7 +33,7 @@ var scenarioLabels = map[string]string{
 	ScenarioDomesticExit:   "domestic exit",
 }
 
-// Label is a scenario's name as the issue words it.
+// Label is a scenario's name as bench/README.md words it.
 func Label(scenario string) string {
 	if l, ok := scenarioLabels[scenario]; ok {
 		return l
@@ -47,7 +47,7 @@ var detectionTargeted = map[string]bool{
 	ScenarioNodeDown: true, ScenarioNodeBlackhole: true, ScenarioRelayBlackhole: true,
 }
 
-// The issue's targets for our defaults.
+// The targets for our defaults (bench/README.md, "Targets").
 const (
 	goalDetectS      = 5.0
 	goalRecoverBaseS = 10.0            // plus the fake connect time

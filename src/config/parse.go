@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,6 +44,25 @@ func (e Error) Error() string {
 // ErrorList is every problem found in one file, in file order. Parse and
 // Load return it as their error so a user fixes everything in one go.
 type ErrorList []Error
+
+// WriteErrors prints a Load error for people: each problem of an ErrorList
+// on its own line and how many there are, anything else (an unreadable
+// file) as one message.
+func WriteErrors(w io.Writer, err error) {
+	var list ErrorList
+	if errors.As(err, &list) {
+		for _, e := range list {
+			fmt.Fprintln(w, e.Error())
+		}
+		plural := "s"
+		if len(list) == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(w, "%d error%s\n", len(list), plural)
+		return
+	}
+	fmt.Fprintf(w, "surflare-watchdog: %v\n", err)
+}
 
 // Error joins the problems one a line.
 func (l ErrorList) Error() string {

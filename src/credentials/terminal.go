@@ -20,13 +20,6 @@ var ErrInterrupted = errors.New("interrupted")
 // process with echo still off and leave the user's shell without echo.
 var terminalSignals = []os.Signal{unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT}
 
-// IsTerminal reports whether f is a terminal (the TCGETS ioctl works on
-// it), so a caller knows whether ReadPassword will prompt.
-func IsTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
-}
-
 // ReadPassword reads a password for `credentials set` and `setup-auth`.
 //
 // When in is a terminal, it writes a "Password: " prompt to prompt, turns

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/google/nftables"
@@ -31,6 +32,17 @@ type Changes []Change
 
 // Empty reports that nothing changed.
 func (cs Changes) Empty() bool { return len(cs) == 0 }
+
+// WriteText prints the changes one a line ("no changes" when empty), as
+// `firewall apply` and `teardown` show them.
+func (cs Changes) WriteText(w io.Writer) {
+	if cs.Empty() {
+		fmt.Fprintln(w, "no changes")
+	}
+	for _, c := range cs {
+		fmt.Fprintln(w, c)
+	}
+}
 
 // String joins the changes for a log line.
 func (cs Changes) String() string {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 
 	"surflare-watchdog/src/route"
@@ -35,6 +36,22 @@ func ParseDHCPLeases(r io.Reader) map[string][]netip.Addr {
 		out[mac.String()] = append(out[mac.String()], a.Unmap())
 	}
 	return out
+}
+
+// ResolveBypassFrom resolves the bypass devices of s with the leases in
+// leasesFile (an unreadable file gives none) and the neighbour table:
+// what both `firewall apply` and the daemon do before applying.
+func ResolveBypassFrom(s Spec, leasesFile string, neigh []route.Neighbour) Spec {
+	if len(s.Bypass) == 0 {
+		return s
+	}
+	leases := map[string][]netip.Addr{}
+	if f, err := os.Open(leasesFile); err == nil {
+		leases = ParseDHCPLeases(f)
+		f.Close()
+	}
+	s.Bypass = ResolveBypass(s.Bypass, leases, neigh)
+	return s
 }
 
 // ResolveBypass adds to each device the addresses its MAC currently has, from

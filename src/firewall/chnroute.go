@@ -168,6 +168,23 @@ func FetchAPNIC(ctx context.Context, client *http.Client, url, country string) (
 	return v4, v6, nil
 }
 
+// UpdateChnroute fetches country's prefixes from url (APNIC delegated
+// format) and writes them to out4 and out6 (`surflare-watchdog routes
+// update`); a failed download leaves the old files as they were.
+func UpdateChnroute(ctx context.Context, client *http.Client, url, country, out4, out6 string) (n4, n6 int, err error) {
+	v4, v6, err := FetchAPNIC(ctx, client, url, country)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := WriteChnroute(out4, v4); err != nil {
+		return 0, 0, err
+	}
+	if err := WriteChnroute(out6, v6); err != nil {
+		return len(v4), 0, err
+	}
+	return len(v4), len(v6), nil
+}
+
 // WriteChnroute writes prefixes one per line, atomically: a temporary file
 // in the same directory, synced, then renamed over the old one, so a reader
 // (or a power cut) never sees half a list.

@@ -10,14 +10,9 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"surflare-watchdog/src/clock"
 )
-
-// Clock is the time source of the logic that waits or rate-limits.
-type Clock interface{ Now() time.Time }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
 
 // Runner runs an external command with a bounded context and returns its
 // combined output. The firewall needs exactly one: `fw4 reload`.
@@ -27,7 +22,7 @@ type Runner func(ctx context.Context, name string, args ...string) ([]byte, erro
 // Its methods are safe for concurrent use; changes are serialised.
 type Firewall struct {
 	netnsFD int // -1: the caller's namespace
-	clock   Clock
+	clock   clock.Clock
 	runner  Runner
 	log     *slog.Logger
 
@@ -49,7 +44,7 @@ type Option func(*Firewall)
 func WithNetNS(fd int) Option { return func(f *Firewall) { f.netnsFD = fd } }
 
 // WithClock injects the time source.
-func WithClock(c Clock) Option { return func(f *Firewall) { f.clock = c } }
+func WithClock(c clock.Clock) Option { return func(f *Firewall) { f.clock = c } }
 
 // WithRunner injects the command runner used for `fw4 reload`.
 func WithRunner(r Runner) Option { return func(f *Firewall) { f.runner = r } }
@@ -65,7 +60,7 @@ func WithFW4ReloadGap(d time.Duration) Option { return func(f *Firewall) { f.fw4
 func New(opts ...Option) *Firewall {
 	f := &Firewall{
 		netnsFD:       -1,
-		clock:         realClock{},
+		clock:         clock.Real{},
 		log:           slog.Default().With("subsystem", "firewall"),
 		guardInterval: 5 * time.Second,
 		fw4MinGap:     time.Minute,

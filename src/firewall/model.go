@@ -23,9 +23,10 @@ type tableSpec struct {
 
 func (t tableSpec) key() string { return tableKey(t.family, t.name) }
 
-func tableKey(f nftables.TableFamily, name string) string { return familyName(f) + " " + name }
+func tableKey(f nftables.TableFamily, name string) string { return FamilyName(f) + " " + name }
 
-func familyName(f nftables.TableFamily) string {
+// FamilyName is a table family as nft(8) spells it.
+func FamilyName(f nftables.TableFamily) string {
 	switch f {
 	case nftables.TableFamilyINet:
 		return "inet"
@@ -33,6 +34,12 @@ func familyName(f nftables.TableFamily) string {
 		return "ip"
 	case nftables.TableFamilyIPv6:
 		return "ip6"
+	case nftables.TableFamilyARP:
+		return "arp"
+	case nftables.TableFamilyBridge:
+		return "bridge"
+	case nftables.TableFamilyNetdev:
+		return "netdev"
 	}
 	return fmt.Sprintf("family-%d", f)
 }

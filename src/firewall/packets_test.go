@@ -248,7 +248,7 @@ func TestBypassDeviceGoesDirect(t *testing.T) {
 		dev  Device
 	}{
 		// MAC matching works in prerouting (tproxy, nat) and forward on a
-		// bridge port: this is the check the issue asks for.
+		// bridge port: a bypass device must match by MAC on both.
 		{"by-mac", Device{Name: "client", MAC: mustMAC(lanMAC)}},
 		{"by-ip", Device{Name: "client", IPs: []netip.Addr{mustAddr(lanClient)}}},
 	} {

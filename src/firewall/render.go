@@ -33,7 +33,7 @@ func Render(s Spec) (string, error) {
 
 func renderTable(t tableSpec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table %s %s {\n", familyName(t.family), t.name)
+	fmt.Fprintf(&b, "table %s %s {\n", FamilyName(t.family), t.name)
 	for _, c := range t.counters {
 		fmt.Fprintf(&b, "\tcounter %s {\n\t}\n\n", c)
 	}

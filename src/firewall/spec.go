@@ -3,7 +3,8 @@
 // counters, on-demand tracing, the extension of the vendor's table in global
 // mode, and the clean-up of what a crash leaves behind.
 //
-// Each table is described by pure builders (this package's *_table.go files)
+// Each table is described by pure builders (tables.go and the files named
+// after each table's job: dns.go, loopguard.go, strict.go, vendor.go…)
 // that turn a declarative Spec into chains, sets and rules; the same
 // description is rendered as nft text for `firewall plan` and compiled into
 // google/nftables expressions for Apply, which diffs it against the kernel and

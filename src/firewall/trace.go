@@ -200,7 +200,7 @@ func parseTrace(m netlink.Message) (TraceEvent, bool) {
 	if m.Header.Type != netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_TRACE) || len(m.Data) < 4 {
 		return ev, false
 	}
-	ev.Family = familyName(nftables.TableFamily(m.Data[0]))
+	ev.Family = FamilyName(nftables.TableFamily(m.Data[0]))
 	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
 	if err != nil {
 		return ev, false

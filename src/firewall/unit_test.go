@@ -246,6 +246,9 @@ type fakeClock struct{ now time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.now }
 
+// After never fires: the firewall's clock only rate-limits.
+func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
+
 func TestFW4ReloadIsRateLimitedAndNeverRestarts(t *testing.T) {
 	clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	var calls []string

@@ -312,7 +312,7 @@ func TestHTTPErrorStatusFails(t *testing.T) {
 }
 
 func TestParsers(t *testing.T) {
-	ip, cc := parseTrace([]byte("fl=12\nip=2001:db8::1\nloc=us\n"))
+	ip, cc := ParseTrace([]byte("fl=12\nip=2001:db8::1\nloc=us\n"))
 	if ip != "2001:db8::1" || cc != "US" {
 		t.Errorf("trace = %s %s", ip, cc)
 	}
@@ -324,9 +324,9 @@ func TestParsers(t *testing.T) {
 		"198.18.20.4\n": "198.18.20.4/",
 		"<html>":        "/",
 	} {
-		ip, cc := parseEcho([]byte(body))
+		ip, cc := ParseEcho([]byte(body))
 		if got := ip + "/" + cc; got != want {
-			t.Errorf("parseEcho(%q) = %s, want %s", body, got, want)
+			t.Errorf("ParseEcho(%q) = %s, want %s", body, got, want)
 		}
 	}
 }

@@ -52,9 +52,9 @@ func (c *Checker) probe(ctx context.Context, path Path, t Target) ProbeResult {
 	}
 	switch t.Kind {
 	case KindCDNTrace:
-		r.ExitIP, r.Country = parseTrace(body)
+		r.ExitIP, r.Country = ParseTrace(body)
 	case KindIPEcho:
-		r.ExitIP, r.Country = parseEcho(body)
+		r.ExitIP, r.Country = ParseEcho(body)
 	}
 	r.OK = true
 	return r
@@ -71,8 +71,9 @@ func shortErr(err error) string {
 	return err.Error()
 }
 
-// parseTrace reads Cloudflare's /cdn-cgi/trace key=value lines.
-func parseTrace(body []byte) (ip, country string) {
+// ParseTrace reads Cloudflare's /cdn-cgi/trace key=value lines (ip=…, loc=…):
+// the one CDN-trace parser, for the health checks and the node probe.
+func ParseTrace(body []byte) (ip, country string) {
 	for _, line := range strings.Split(string(body), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
 		if !ok {
@@ -90,9 +91,9 @@ func parseTrace(body []byte) (ip, country string) {
 	return ip, country
 }
 
-// parseEcho reads an IP-echo answer: JSON with an ip field and a country
+// ParseEcho reads an IP-echo answer: JSON with an ip field and a country
 // code under one of the names common services use, or a bare address.
-func parseEcho(body []byte) (ip, country string) {
+func ParseEcho(body []byte) (ip, country string) {
 	var m map[string]any
 	if json.Unmarshal(body, &m) == nil {
 		for _, k := range []string{"ip", "query", "address"} {

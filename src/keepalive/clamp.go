@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Defaults, as the issue and files/etc/config/surflare give them: a probe
+// Defaults, as files/etc/config/surflare gives them: a probe
 // after 30 s of silence keeps every CGNAT we know of (the shortest idle
 // timeouts seen are about 60 s for TCP), and 3 unanswered probes 10 s apart
 // declare the path dead within a minute.

@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"surflare-watchdog/src/firewall"
 )
 
 // The lab's own nftables tables. None of them is a table the watchdog owns:
@@ -228,7 +230,7 @@ func wipeTables(ns netns.NsHandle) ([]string, error) {
 	var names []string
 	for _, t := range ts {
 		c.DelTable(t)
-		names = append(names, familyName(t.Family)+" "+t.Name)
+		names = append(names, firewall.FamilyName(t.Family)+" "+t.Name)
 	}
 	if err := c.Flush(); err != nil {
 		return nil, fmt.Errorf("deleting tables: %w", err)
@@ -330,24 +332,6 @@ func jump(chain string) []expr.Any {
 	return []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: chain}}
 }
 
-func familyName(f nftables.TableFamily) string {
-	switch f {
-	case nftables.TableFamilyINet:
-		return "inet"
-	case nftables.TableFamilyIPv4:
-		return "ip"
-	case nftables.TableFamilyIPv6:
-		return "ip6"
-	case nftables.TableFamilyARP:
-		return "arp"
-	case nftables.TableFamilyBridge:
-		return "bridge"
-	case nftables.TableFamilyNetdev:
-		return "netdev"
-	}
-	return fmt.Sprintf("family%d", f)
-}
-
 func isNotExist(err error) bool {
 	return errors.Is(err, unix.ENOENT)
 }
@@ -364,7 +348,7 @@ func (l *Lab) RouterTables() []string {
 	}
 	var out []string
 	for _, t := range ts {
-		out = append(out, familyName(t.Family)+" "+t.Name)
+		out = append(out, firewall.FamilyName(t.Family)+" "+t.Name)
 	}
 	return out
 }

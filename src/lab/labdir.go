@@ -85,10 +85,6 @@ func writeOwner(dir string, pid int) error {
 	return writeFileAtomic(filepath.Join(dir, ownerFile), fmt.Appendf(nil, "%d %s\n", pid, st), 0o644)
 }
 
-// SetOwner hands the lab over to another process (the detached holder of
-// `surflare-lab up --detach`), so Sweep keeps it while that process lives.
-func (l *Lab) SetOwner(pid int) error { return writeOwner(l.Dir, pid) }
-
 // ownerAlive reports whether the owner recorded in dir is still running.
 func ownerAlive(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, ownerFile))

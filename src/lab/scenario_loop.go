@@ -28,7 +28,7 @@ import (
 // exhaustion the guard is there to prevent.
 
 // Log messages of the loop guard (src/loopguard) the scenario waits for,
-// and the daemon's relay learner's (cmd/surflare-watchdog/daemon_relays.go).
+// and the daemon's relay learner's (package relays).
 const (
 	loopOpenMsg    = "loopguard: circuit open for"
 	loopClosedMsg  = "loopguard: circuit closed for"

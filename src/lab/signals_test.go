@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/runfiles"
 )

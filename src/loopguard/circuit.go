@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 )
 
 // tally is one judged sample: in-flight connections per destination (both

@@ -93,7 +93,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 	"surflare-watchdog/src/procscan"
 )
 
@@ -148,14 +148,14 @@ type Unblocker interface {
 }
 
 // Killer destroys one TCP socket by its tuple (sock_diag SOCK_DESTROY;
-// SocketKiller is the real one). A socket that is already gone is not an
+// route.SocketKiller is the real one). A socket that is already gone is not an
 // error worth reporting.
 type Killer interface {
 	Kill(local, remote netip.AddrPort) error
 }
 
 // BatchKiller is optionally implemented by a Killer that destroys many
-// sockets at once (SocketKiller): a loop leaves hundreds. It returns how
+// sockets at once (route.SocketKiller): a loop leaves hundreds. It returns how many
 // are gone (destroyed or gone already) and the first other failure.
 type BatchKiller interface {
 	KillAll(socks [][2]netip.AddrPort) (int, error)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 )
 
 type call struct {

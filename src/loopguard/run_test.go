@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
 	"surflare-watchdog/src/testenv"
 )
 

@@ -14,7 +14,8 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"surflare-watchdog/src/detect"
+	"surflare-watchdog/src/detectors/detect"
+	"surflare-watchdog/src/route"
 )
 
 // A real sample in a fresh namespace: 40 connections to one destination and
@@ -107,7 +108,7 @@ func TestGuardOnRealSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &fakeBlocker{}
-	k, err := NewSocketKiller(ns)
+	k, err := route.NewSocketKiller(ns)
 	if err != nil {
 		t.Fatal(err)
 	}

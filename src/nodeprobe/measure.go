@@ -4,16 +4,16 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
 	"time"
+
+	"surflare-watchdog/src/health"
 )
 
 // maxBody bounds what one answer may make us read.
@@ -224,37 +224,11 @@ func echo(ctx context.Context, o *Options) (ip, country string, err error) {
 	return ip, country, nil
 }
 
-// parseExit reads an IP-echo JSON answer ({"ip":…,"country":…}) or a CDN
-// trace (ip=… / loc=… lines).
+// parseExit reads an IP-echo answer (JSON or a bare address) or a CDN
+// trace (ip=… / loc=… lines), with the health checks' parsers.
 func parseExit(body []byte) (ip, country string) {
-	var m map[string]any
-	if json.Unmarshal(body, &m) == nil {
-		for _, k := range []string{"ip", "query", "address"} {
-			if s, ok := m[k].(string); ok {
-				if a, err := netip.ParseAddr(s); err == nil {
-					ip = a.String()
-					break
-				}
-			}
-		}
-		for _, k := range []string{"country", "country_code", "countryCode", "cc"} {
-			if s, ok := m[k].(string); ok && len(s) == 2 {
-				country = strings.ToUpper(s)
-				break
-			}
-		}
+	if ip, country = health.ParseEcho(body); ip != "" {
 		return ip, country
 	}
-	for _, line := range strings.Split(string(body), "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
-		switch k {
-		case "ip":
-			if a, err := netip.ParseAddr(v); err == nil {
-				ip = a.String()
-			}
-		case "loc":
-			country = strings.ToUpper(v)
-		}
-	}
-	return ip, country
+	return health.ParseTrace(body)
 }

@@ -18,8 +18,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/firewall"
-	"surflare-watchdog/src/loghealth"
 )
 
 // world is a fake tunnel with the lab's latency semantics: the exit sleeps

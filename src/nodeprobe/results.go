@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/runfiles"
 )
 
@@ -68,6 +68,19 @@ func UrltestFrom(s *loghealth.Snapshot, loadErr error, node string) Urltest {
 		}
 	}
 	return u
+}
+
+// Write prints the report as a table (WriteTable) or, asJSON, indented.
+func (rep Report) Write(w io.Writer, asJSON bool) error {
+	if !asJSON {
+		return rep.WriteTable(w)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
 // WriteTable prints the report as a table, one node a line.

@@ -46,15 +46,30 @@ func (h *Handle) Listening(ctx context.Context, port uint16) (bool, error) {
 // TCPSockets lists established TCP sockets of both families with their
 // tcp_info, for the early detector and the moat diagnostics.
 func (h *Handle) TCPSockets(ctx context.Context) ([]Socket, error) {
+	return h.sockets(ctx, func(state uint8) bool { return state == tcpEstablished })
+}
+
+// AllTCPSockets lists the TCP sockets of both families in every state,
+// with their tcp_info where the kernel has one (DESIGN §9: none in
+// TIME_WAIT or SYN_RECV).
+func (h *Handle) AllTCPSockets(ctx context.Context) ([]Socket, error) {
+	return h.sockets(ctx, func(uint8) bool { return true })
+}
+
+// sockets is the one sock_diag dump: both families, the states keep takes.
+func (h *Handle) sockets(ctx context.Context, keep func(state uint8) bool) ([]Socket, error) {
 	var out []Socket
 	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		resp, err := h.h.SocketDiagTCPInfo(fam)
 		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
 			return nil, fmt.Errorf("sock_diag: %w", err)
 		}
 		for _, r := range resp {
 			s := r.InetDiagMsg
-			if s == nil || s.State != tcpEstablished {
+			if s == nil || !keep(s.State) {
 				continue
 			}
 			src, _ := netip.AddrFromSlice(s.ID.Source)

@@ -50,7 +50,7 @@ func TestAccountAPIDownRetriesSameNodeWithBackoff(t *testing.T) {
 		if st.Counters.Rotations != 1 || st.Counters.Storms != 0 {
 			t.Errorf("rotations %d storms %d, want 1 and 0", st.Counters.Rotations, st.Counters.Storms)
 		}
-		if !slices.Contains(wd.get().calls, "fw.ArmKillSwitch") || wd.count("fw.Teardown") != 0 || wd.count("fw.FailOpen") != 0 {
+		if !slices.Contains(wd.get().calls, "fw.Set kill-switch") || wd.count("fw.Set stopped") != 0 || wd.count("fw.Set fail-open") != 0 {
 			t.Errorf("the kill switch must hold during the retries: %q", wd.get().calls)
 		}
 		h.stop()

@@ -133,7 +133,7 @@ func (w *Watchdog) onLoginLocked(e loginAttempt) {
 		w.counters.LoginFailures = 0
 		if wasOpen {
 			ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
-			err := w.d.Firewall.ArmKillSwitch(ctx)
+			err := w.d.Firewall.Set(ctx, firewallMode(w.f))
 			cancel()
 			if err != nil {
 				a.failOpen = true
@@ -176,11 +176,13 @@ func (w *Watchdog) maybeFailOpenLocked() {
 	}
 	ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
 	defer cancel()
-	if err := w.d.Firewall.FailOpen(ctx); err != nil {
+	open := w.f
+	open.auth.failOpen, open.lanProxied = true, false
+	if err := w.d.Firewall.Set(ctx, firewallMode(open)); err != nil {
 		w.logLocked(slog.LevelError, "Fail-open failed; the kill switch stays armed", "err", err)
 		return
 	}
-	a.failOpen = true
+	a.failOpen, w.f.lanProxied = true, false
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Fail-open: %d login failures; kill switch dropped, traffic is NOT protected until login succeeds", a.failures))
 }
 

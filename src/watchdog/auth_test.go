@@ -55,8 +55,8 @@ func TestAuthExpiredLoginInBackgroundWhileHealthContinues(t *testing.T) {
 		}
 		h.advance(20 * time.Second)
 		h.requireState(StateHealthy)
-		if st := h.w.Status(); st.Signals.Auth.State != "ok" || st.Counters.LoginAttempts != 5 || st.Counters.LoginFailures != 0 {
-			t.Errorf("auth %+v counters %+v", st.Signals.Auth, st.Counters)
+		if st := h.w.Status(); st.Conditions.Auth.State != "ok" || st.Counters.LoginAttempts != 5 || st.Counters.LoginFailures != 0 {
+			t.Errorf("auth %+v counters %+v", st.Conditions.Auth, st.Counters)
 		}
 		h.stop()
 	})
@@ -104,11 +104,11 @@ func TestFatalLoginStopsRetryingUntilReload(t *testing.T) {
 			t.Errorf("%d logins in an hour after a fatal error, want 1", n)
 		}
 		h.requireState(StateAuthFailed)
-		if wd.count("fw.FailOpen") != 0 {
+		if wd.count("fw.Set fail-open") != 0 {
 			t.Error("failed open after a single fatal error")
 		}
-		if st := h.w.Status(); st.Signals.Auth.State != "failed" || !strings.Contains(st.Signals.Auth.LastError, "429") {
-			t.Errorf("auth = %+v", st.Signals.Auth)
+		if st := h.w.Status(); st.Conditions.Auth.State != "failed" || !strings.Contains(st.Conditions.Auth.LastError, "429") {
+			t.Errorf("auth = %+v", st.Conditions.Auth)
 		}
 		// The user fixes the account and reloads: one more login, it works.
 		if err := h.w.Reload(t.Context(), s); err != nil {
@@ -136,7 +136,7 @@ func TestSubscriptionInactiveCoolsDownWithoutLogin(t *testing.T) {
 		if c := h.connects(); len(c) != 0 {
 			t.Errorf("connects %q during the subscription cooldown", c)
 		}
-		if st := h.w.Status(); st.Signals.Auth.SubscriptionUntil == nil {
+		if st := h.w.Status(); st.Conditions.Auth.SubscriptionUntil == nil {
 			t.Error("status lacks subscription_until")
 		}
 		wd.set(func(w *world) { w.status = "" }) // renewed
@@ -155,19 +155,19 @@ func TestFailOpenOnAfterFiveFailures(t *testing.T) {
 		s.FailOpen = true
 		h := start(t, s, wd)
 		h.advance(30 * time.Second) // attempts at 0, 5, 13, 27 s: 4 failures
-		if wd.count("fw.FailOpen") != 0 {
+		if wd.count("fw.Set fail-open") != 0 {
 			t.Fatal("failed open before 5 failures")
 		}
 		h.advance(30 * time.Second) // 5th failure at ~53 s
-		if wd.count("fw.FailOpen") != 1 {
-			t.Fatalf("fail-open calls = %d after 5 failures, want 1", wd.count("fw.FailOpen"))
+		if wd.count("fw.Set fail-open") != 1 {
+			t.Fatalf("fail-open calls = %d after 5 failures, want 1", wd.count("fw.Set fail-open"))
 		}
 		h.requireState(StateFailOpen)
 		// Login finally works: kill switch re-armed, then connect.
 		h.advance(3 * time.Minute)
 		calls := wd.get().calls
-		i := slices.Index(calls, "fw.FailOpen")
-		if !slices.Contains(calls[i:], "fw.ArmKillSwitch") {
+		i := slices.Index(calls, "fw.Set fail-open")
+		if !slices.Contains(calls[i:], "fw.Set kill-switch") {
 			t.Errorf("kill switch not re-armed after a successful login: %q", calls[i:])
 		}
 		h.requireState(StateHealthy)
@@ -185,7 +185,7 @@ func TestFailOpenOffStaysClosed(t *testing.T) {
 		if n := len(wd.get().loginAt); n < 10 {
 			t.Fatalf("only %d logins", n)
 		}
-		if wd.count("fw.FailOpen") != 0 {
+		if wd.count("fw.Set fail-open") != 0 {
 			t.Error("failed open with fail_open off")
 		}
 		if h.logged("5 login failures; fail_open is off, the kill switch stays armed") != 1 {

@@ -70,12 +70,19 @@ func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
 	w.cancelCheckLocked()
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
 	w.f.connecting, w.f.connected = true, false
+	w.f.lanProxied = false
 	w.node = node
 	w.connectStartedAt = now
 	s := w.s
 	s.Transit = w.transit
+	// The sequence runs outside the loop: it gets the modes for its two
+	// steps now, from the facts as they are and as they will be once the
+	// tunnel is verified.
+	verified := w.f
+	verified.lanProxied = true
+	modes := [2]FirewallMode{firewallMode(w.f), firewallMode(verified)}
 	w.startVendorOpLocked(func(ctx context.Context, gen int) {
-		r, err := w.connectSequence(ctx, s, node, now)
+		r, err := w.connectSequence(ctx, s, node, now, modes)
 		w.send(connectDone{gen: gen, node: node, r: r, err: err})
 	})
 	w.log.Info("Connecting to "+node, "reason", reason, "transit", s.Transit, "mode", s.Mode)
@@ -111,14 +118,15 @@ func (w *Watchdog) rateAllowsLocked(now time.Time, node, reason string) bool {
 
 // connectSequence brings node up and proves it: flush the vendor table,
 // keep the kill switch armed, check auth, connect, phase 1 (local state,
-// polled quickly), phase 2 (data plane), then restore the LAN tables. It
-// runs outside the loop and touches no watchdog state.
-func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string, started time.Time) (health.Result, error) {
+// polled quickly), phase 2 (data plane), then send the LAN into the proxy.
+// modes are the firewall's while connecting and once verified. It runs
+// outside the loop and touches no watchdog state.
+func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string, started time.Time, modes [2]FirewallMode) (health.Result, error) {
 	fw, v := w.d.Firewall, w.d.Vendor
 	if err := fw.FlushVendor(ctx); err != nil {
 		w.log.Warn("Flushing the vendor table failed", "err", err)
 	}
-	if err := fw.ArmKillSwitch(ctx); err != nil {
+	if err := fw.Set(ctx, modes[0]); err != nil {
 		return health.Result{}, fmt.Errorf("arming the kill switch: %w", err)
 	}
 	st, err := v.Status(ctx)
@@ -161,7 +169,7 @@ func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string,
 	if ctx.Err() != nil {
 		return r, ctx.Err()
 	}
-	if err := fw.RestoreLAN(ctx); err != nil {
+	if err := fw.Set(ctx, modes[1]); err != nil {
 		return r, fmt.Errorf("restoring LAN tables: %w", err)
 	}
 	return r, nil
@@ -214,7 +222,7 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 	now := w.clock.Now()
 	switch {
 	case e.err == nil:
-		w.f.connected = true
+		w.f.connected, w.f.lanProxied = true, true
 		w.node = e.node
 		w.recordCheckLocked(e.r)
 		w.accountRetries = 0
@@ -304,7 +312,8 @@ func (w *Watchdog) stormLocked() {
 	now := w.clock.Now()
 	w.counters.Storms++
 	w.f.cooldownUntil = now.Add(w.s.StormCooldown)
-	w.f.connected, w.f.connecting = false, false
+	w.f.connected, w.f.connecting, w.f.lanProxied = false, false, false
+	mode := firewallMode(w.f) // LAN TCP reset, domestic direct, kill switch kept
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
 	w.cancelCheckLocked()
 	w.stormAt = now
@@ -318,7 +327,7 @@ func (w *Watchdog) stormLocked() {
 				w.log.Warn("Flushing the vendor table failed", "err", err)
 			}
 		}
-		w.send(cooldownEntered{gen: gen, err: fw.Cooldown(ctx, true)})
+		w.send(cooldownEntered{gen: gen, err: fw.Set(ctx, mode)})
 	})
 	w.updateLocked("storm protection")
 }
@@ -339,11 +348,8 @@ func (w *Watchdog) endCooldownLocked() {
 	clear(w.tried)
 	clear(w.triedTransit)
 	w.counters.FailedReconnects = 0
-	ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
-	defer cancel()
-	if err := w.d.Firewall.Cooldown(ctx, false); err != nil {
-		w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
-	}
+	// The firewall stays as the cooldown left it (the kill switch mode)
+	// until the next connect verifies a tunnel.
 	cands := w.s.candidates()
 	// tried is empty: this walks every candidate from the first.
 	first, _ := w.pickNextLocked(cands[len(cands)-1], true)

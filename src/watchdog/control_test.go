@@ -143,7 +143,7 @@ func TestStopKeepsKillSwitchThenProcessesThenLock(t *testing.T) {
 		n := len(wd.get().calls)
 		h.stop()
 		got := wd.get().calls[n:]
-		want := []string{"fw.Teardown keepKillSwitch=true", "vendor.Disconnect", "lock.Release"}
+		want := []string{"fw.Set stopped", "vendor.Disconnect", "lock.Release"}
 		if !slices.Equal(got, want) {
 			t.Errorf("stop calls = %q, want %q", got, want)
 		}
@@ -164,7 +164,7 @@ func TestStopOpenOnRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if wd.count("fw.Teardown keepKillSwitch=false") != 1 {
+		if wd.count("fw.Set stopped-open") != 1 {
 			t.Errorf("calls %q", wd.get().calls)
 		}
 		h.requireState(StateStopped)
@@ -219,7 +219,7 @@ func TestSignalsAsCommands(t *testing.T) {
 		h.w.Signal(ctx, syscall.SIGTERM)
 		<-h.done
 		synctest.Wait()
-		if wd.count("fw.Teardown keepKillSwitch=true") != 1 {
+		if wd.count("fw.Set stopped") != 1 {
 			t.Errorf("SIGTERM did not stop with the kill switch kept: %q", wd.get().calls)
 		}
 	})
@@ -288,7 +288,7 @@ func TestStartupFailsWithoutKillSwitch(t *testing.T) {
 		if slices.Contains(wd.get().calls, "vendor.Connect Dallas") {
 			t.Error("connected without a kill switch")
 		}
-		if wd.count("fw.Teardown keepKillSwitch=true") != 1 || !wd.get().released {
+		if wd.count("fw.Set stopped") != 1 || !wd.get().released {
 			t.Errorf("no orderly stop after a failed startup: %q", wd.get().calls)
 		}
 	})
@@ -368,7 +368,7 @@ func TestHandleCommand(t *testing.T) {
 		}
 		<-h.done
 		synctest.Wait()
-		if wd.count("fw.Teardown keepKillSwitch=false") != 1 {
+		if wd.count("fw.Set stopped-open") != 1 {
 			t.Errorf("stop open: %q", wd.get().calls)
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/surflare"
 )
@@ -17,29 +18,14 @@ type Vendor interface {
 	Login(ctx context.Context) error
 }
 
-// Firewall is every table the watchdog owns (package firewall behind an
-// adapter in cmd).
+// Firewall is the kernel side of the engine's firewall mode.
 type Firewall interface {
-	// InstallMoat sets up the RST/FIN/SYN anomaly counters.
-	InstallMoat(ctx context.Context) error
-	// ArmKillSwitch installs (or confirms) the kill switch with only the
-	// relay and account-API endpoints allowed. Idempotent.
-	ArmKillSwitch(ctx context.Context) error
+	// Set makes the tables match mode (firewallmode.go); calling it again
+	// with the same mode re-applies it.
+	Set(ctx context.Context, mode FirewallMode) error
 	// FlushVendor removes what the vendor left: its table, its fwmark
 	// rule(s) and the table-100 route (a half-up disconnect leaves them).
 	FlushVendor(ctx context.Context) error
-	// RestoreLAN applies chnroute sets and the LAN tproxy/DNS tables once
-	// the tunnel is verified.
-	RestoreLAN(ctx context.Context) error
-	// Cooldown switches storm mode: on = LAN is not sent into the (stopped)
-	// proxy, the kill switch still blocks foreign traffic, domestic and
-	// bypassed traffic keep working; off = back to normal.
-	Cooldown(ctx context.Context, on bool) error
-	// FailOpen drops the kill switch after repeated auth failures, when the
-	// user enabled it.
-	FailOpen(ctx context.Context) error
-	// Teardown removes our tables; keepKillSwitch leaves the kill switch.
-	Teardown(ctx context.Context, keepKillSwitch bool) error
 }
 
 // Prober runs health checks (health.Checker satisfies it).
@@ -71,18 +57,18 @@ type Network interface {
 	ISPAddr(ctx context.Context) (netip.Addr, error)
 }
 
-// SignalState is one detector's current view (early detector, log health,
+// DetectorState is one detector's current view (early detector, log health,
 // 503 monitor), shown in Status.
-type SignalState struct {
+type DetectorState struct {
 	Name   string    `json:"name"`
 	State  string    `json:"state"`
 	Detail string    `json:"detail,omitempty"`
 	Since  time.Time `json:"since,omitempty"`
 }
 
-// SignalSource reports detector states for Status.
-type SignalSource interface {
-	SignalStates() []SignalState
+// DetectorSource reports detector states for Status.
+type DetectorSource interface {
+	DetectorStates() []DetectorState
 }
 
 // Override can veto a check the probes passed: the 503 storm monitor
@@ -102,17 +88,6 @@ type Releaser interface {
 	Release() error
 }
 
-// Clock is the time source for everything that waits.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Step is one crash-cleanup step run at startup, in order; a failing step
 // is logged and the next one still runs.
 type Step struct {
@@ -129,13 +104,15 @@ type Deps struct {
 	NodeHealth NodeHealth
 	ConnKiller ConnKiller
 	Network    Network
-	Signals    SignalSource
-	Override   Override
+	Detectors  DetectorSource
+	// Inbox, if set, carries the detectors' requests for a check.
+	Inbox    *Inbox
+	Override Override
 	// Corroborator, if set, lets a failed check below the threshold rotate
 	// when a strong signal names the current node (see "Fast recovery").
 	Corroborator Corroborator
 	Lock         Releaser
-	Clock        Clock
+	Clock        clock.Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.
 	Cleanup []Step
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.

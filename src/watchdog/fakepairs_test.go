@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 // urltestEvery is the fake proxy's urltest round interval.

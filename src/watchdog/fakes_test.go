@@ -185,22 +185,36 @@ func (f fakeFirewall) rec(s string) {
 	defer f.w.mu.Unlock()
 	f.w.call(s)
 }
-func (f fakeFirewall) InstallMoat(context.Context) error { f.rec("fw.InstallMoat"); return nil }
-func (f fakeFirewall) ArmKillSwitch(context.Context) error {
-	f.rec("fw.ArmKillSwitch")
+func (f fakeFirewall) Set(_ context.Context, mode FirewallMode) error {
+	f.rec("fw.Set " + mode.String())
+	if mode != FirewallKillSwitch {
+		return nil
+	}
 	f.w.mu.Lock()
 	defer f.w.mu.Unlock()
 	return f.w.armErr
 }
 func (f fakeFirewall) FlushVendor(context.Context) error { f.rec("fw.FlushVendor"); return nil }
-func (f fakeFirewall) RestoreLAN(context.Context) error  { f.rec("fw.RestoreLAN"); return nil }
-func (f fakeFirewall) Cooldown(_ context.Context, on bool) error {
-	f.rec(fmt.Sprintf("fw.Cooldown %v", on))
-	return nil
+
+// lastFirewallMode is the mode of the last fw.Set call, "" when none.
+func (w *world) lastFirewallMode() string {
+	calls := w.get().calls
+	for i := len(calls) - 1; i >= 0; i-- {
+		if m, ok := strings.CutPrefix(calls[i], "fw.Set "); ok {
+			return m
+		}
+	}
+	return ""
 }
-func (f fakeFirewall) FailOpen(context.Context) error { f.rec("fw.FailOpen"); return nil }
-func (f fakeFirewall) Teardown(_ context.Context, keep bool) error {
-	f.rec(fmt.Sprintf("fw.Teardown keepKillSwitch=%v", keep))
+
+// callsAfterLast are the calls after the last one starting with prefix.
+func (w *world) callsAfterLast(prefix string) []string {
+	calls := w.get().calls
+	for i := len(calls) - 1; i >= 0; i-- {
+		if strings.HasPrefix(calls[i], prefix) {
+			return calls[i+1:]
+		}
+	}
 	return nil
 }
 

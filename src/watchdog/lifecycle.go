@@ -13,7 +13,13 @@ import (
 // be armed is fatal: connecting without it could leak.
 func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 	fw := w.d.Firewall
-	if err := fw.InstallMoat(ctx); err != nil {
+	w.mu.Lock()
+	mode := firewallMode(w.f) // the kill switch: not started, nothing verified
+	w.mu.Unlock()
+	// The moat and the kill switch go in together, before anything else
+	// (arming early is only safer); after the crash cleanup they are
+	// applied again, and only then is a failure fatal.
+	if err := fw.Set(ctx, mode); err != nil {
 		w.log.Warn("Installing the moat counters failed; continuing without them", "err", err)
 	}
 	vt, haveVT := w.lookAtVendor(ctx)
@@ -22,7 +28,7 @@ func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 			w.log.Warn(fmt.Sprintf("Crash cleanup %d/%d (%s) failed", i+1, len(w.d.Cleanup), st.Name), "err", err)
 		}
 	}
-	if err := fw.ArmKillSwitch(ctx); err != nil {
+	if err := fw.Set(ctx, mode); err != nil {
 		return vt, haveVT, fmt.Errorf("installing kill switch: %w", err)
 	}
 	if w.d.Network != nil {
@@ -43,7 +49,8 @@ func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 // file — in that order, within about StopTimeout + AuthStopWait.
 func (w *Watchdog) stop(ctx context.Context, open bool) {
 	w.mu.Lock()
-	w.f.stopping = true
+	w.f.stopping, w.f.stopOpen = true, open
+	mode := firewallMode(w.f)
 	w.updateLocked("stop requested")
 	w.writeStateLocked()
 	w.cancelCheckLocked()
@@ -70,7 +77,7 @@ func (w *Watchdog) stop(ctx context.Context, open bool) {
 	} else {
 		w.log.Info("Stopping: the kill switch stays armed")
 	}
-	if err := w.d.Firewall.Teardown(sctx, !open); err != nil {
+	if err := w.d.Firewall.Set(sctx, mode); err != nil {
 		w.log.Error("Firewall teardown failed", "err", err)
 	}
 	if err := w.d.Vendor.Disconnect(sctx); err != nil {
@@ -137,6 +144,24 @@ func (w *Watchdog) Check(ctx context.Context) error {
 	})
 }
 
+// onCheckRequestLocked acts on a detector's request (Inbox): a check
+// starts only while the engine supervises a connected tunnel (healthy or
+// degraded) and none is running. During a connect, a cooldown, a pause or
+// a node probe the request is only noise: the engine is already doing
+// what decides the tunnel's fate, or has chosen to wait.
+func (w *Watchdog) onCheckRequestLocked(r CheckRequest) {
+	switch w.state {
+	case StateHealthy, StateDegraded:
+	default:
+		w.log.Debug("Check request while not supervising a tunnel", "reason", r.Reason, "state", w.state)
+		return
+	}
+	w.log.Info("Check requested by a detector", "reason", r.Reason)
+	if !w.checkInFlight {
+		w.startCheckLocked()
+	}
+}
+
 // Rotate connects to node, or to the next candidate when node is empty. A
 // user command: it is not rate limited, ends a storm cooldown and allows
 // one more login after a fatal error.
@@ -181,11 +206,8 @@ func (w *Watchdog) userConnectLocked(node, reason string) {
 	if !w.f.cooldownUntil.IsZero() {
 		w.f.cooldownUntil = time.Time{}
 		w.logSince = w.stormAt
-		ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
-		if err := w.d.Firewall.Cooldown(ctx, false); err != nil {
-			w.logLocked(slog.LevelError, "Leaving firewall cooldown failed", "err", err)
-		}
-		cancel()
+		// The firewall keeps the cooldown's kill-switch mode: the connect
+		// below verifies a tunnel before the LAN goes into it.
 	}
 	clear(w.tried)
 	clear(w.triedTransit)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 // PairReporter is optionally implemented by Deps.NodeHealth

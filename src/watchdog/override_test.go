@@ -14,7 +14,7 @@ func (o fakeOverride) Override(time.Time) (string, bool) {
 	return "12 urltest 503s in 300s", o.active.Load()
 }
 
-func TestStormOverrideReconnectsDespitePassingProbes(t *testing.T) {
+func TestStorm503OverrideReconnectsDespitePassingProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
 		s := testSettings(t)
@@ -53,7 +53,7 @@ func TestStormOverrideReconnectsDespitePassingProbes(t *testing.T) {
 
 // A storm that outlives the override's reconnect belongs to the node: the
 // next override rotates instead of reconnecting the same node forever.
-func TestStormOverridePersistingRotates(t *testing.T) {
+func TestStorm503OverridePersistingRotates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
 		s := testSettings(t)

@@ -174,15 +174,16 @@ func TestStormCooldownAndRecovery(t *testing.T) {
 		if h.logged("Storm protection triggered: all 6 candidates failed") != 1 {
 			t.Errorf("storm not logged:\n%s", strings.Join(h.logs(), "\n"))
 		}
-		if wd.count("fw.Cooldown true") != 1 || wd.count("fw.Teardown") != 0 || wd.count("fw.FailOpen") != 0 {
+		if !slices.Contains(wd.callsAfterLast("vendor.Connect"), "fw.Set kill-switch") || wd.lastFirewallMode() != "kill-switch" ||
+			wd.count("fw.Set stopped") != 0 || wd.count("fw.Set fail-open") != 0 {
 			t.Errorf("storm firewall calls wrong (kill switch must stay): %q", wd.get().calls)
 		}
 		if wd.get().connected != "" {
 			t.Error("the vendor still runs a dead node during the cooldown")
 		}
 		st := h.w.Status()
-		if st.Signals.StormCooldownUntil == nil || st.Counters.Storms != 1 {
-			t.Errorf("status signals %+v storms %d", st.Signals, st.Counters.Storms)
+		if st.Conditions.StormCooldownUntil == nil || st.Counters.Storms != 1 {
+			t.Errorf("status signals %+v storms %d", st.Conditions, st.Counters.Storms)
 		}
 
 		// Nothing is attempted during the cooldown; Chicago comes back.
@@ -198,8 +199,8 @@ func TestStormCooldownAndRecovery(t *testing.T) {
 		if st := h.w.Status(); st.Node != "Chicago" {
 			t.Errorf("recovered on %s, want Chicago", st.Node)
 		}
-		if wd.count("fw.Cooldown false") != 1 {
-			t.Errorf("cooldown not ended in the firewall: %q", wd.get().calls)
+		if wd.lastFirewallMode() != "lan-proxy" || slices.Contains(wd.callsAfterLast("fw.Set lan-proxy"), "vendor.Connect Chicago") {
+			t.Errorf("the LAN is not back in the verified proxy after the cooldown: %q", wd.get().calls)
 		}
 		h.stop()
 	})
@@ -221,8 +222,8 @@ func TestUserRotateEndsCooldown(t *testing.T) {
 		}
 		h.advance(time.Second)
 		h.requireState(StateHealthy)
-		if wd.count("fw.Cooldown false") != 1 {
-			t.Errorf("calls %q", wd.get().calls)
+		if wd.lastFirewallMode() != "lan-proxy" {
+			t.Errorf("the LAN is not back in the proxy after the rotate: %q", wd.get().calls)
 		}
 		h.stop()
 	})
@@ -251,8 +252,8 @@ func TestReconnectRateLimit(t *testing.T) {
 		if h.logged("Reconnect rate limit: 3 attempts in 10m0s") != 1 {
 			t.Errorf("rate limit not logged:\n%s", strings.Join(h.logs(), "\n"))
 		}
-		if st := h.w.Status(); st.Signals.RateLimitedUntil == nil || st.Counters.Storms != 0 {
-			t.Errorf("signals %+v storms %d", st.Signals, st.Counters.Storms)
+		if st := h.w.Status(); st.Conditions.RateLimitedUntil == nil || st.Counters.Storms != 0 {
+			t.Errorf("signals %+v storms %d", st.Conditions, st.Counters.Storms)
 		}
 		h.advance(6 * time.Minute) // the first attempt leaves the window at t=10 min
 		if n := len(h.connects()); n != 4 {

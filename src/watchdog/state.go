@@ -40,6 +40,11 @@ type facts struct {
 	consecutiveFails           int
 	cooldownUntil              time.Time
 	auth                       authFacts
+	// lanProxied: a connect verified the tunnel and sent the LAN into the
+	// proxy; cleared when a connect starts, a storm cooldown begins or the
+	// kill switch is dropped (firewallmode.go).
+	lanProxied bool
+	stopOpen   bool // the stop removes the kill switch too (--open-on-exit)
 }
 
 // authFacts are the authentication half of the facts.
@@ -128,15 +133,16 @@ type AuthStatus struct {
 	SubscriptionUntil *time.Time `json:"subscription_until,omitempty"`
 }
 
-// Signals are the watchdog's own flags plus the detectors' states.
-type Signals struct {
-	Diag               bool          `json:"diag"`
-	WANDown            bool          `json:"wan_down"`
-	WANDownProbed      bool          `json:"wan_down_probed"`
-	StormCooldownUntil *time.Time    `json:"storm_cooldown_until,omitempty"`
-	RateLimitedUntil   *time.Time    `json:"rate_limited_until,omitempty"`
-	Auth               AuthStatus    `json:"auth"`
-	Detectors          []SignalState `json:"detectors,omitempty"`
+// Conditions are the watchdog's own flags plus the detectors' states (JSON
+// "signals", which the UI reads).
+type Conditions struct {
+	Diag               bool            `json:"diag"`
+	WANDown            bool            `json:"wan_down"`
+	WANDownProbed      bool            `json:"wan_down_probed"`
+	StormCooldownUntil *time.Time      `json:"storm_cooldown_until,omitempty"`
+	RateLimitedUntil   *time.Time      `json:"rate_limited_until,omitempty"`
+	Auth               AuthStatus      `json:"auth"`
+	Detectors          []DetectorState `json:"detectors,omitempty"`
 }
 
 // CandidateStatus is one rotation candidate as the watchdog sees it.
@@ -158,7 +164,7 @@ type Status struct {
 	Exit        Exit              `json:"exit"`
 	Counters    Counters          `json:"counters"`
 	LastCheck   *health.Result    `json:"last_check,omitempty"`
-	Signals     Signals           `json:"signals"`
+	Conditions  Conditions        `json:"signals"`
 	Candidates  []CandidateStatus `json:"candidates"`
 	StartedAt   time.Time         `json:"started_at"`
 	UptimeS     int64             `json:"uptime_s"`
@@ -174,6 +180,11 @@ type Event struct {
 	Transition *Transition    `json:"transition,omitempty"`
 	Health     *health.Result `json:"health,omitempty"`
 	Log        *LogLine       `json:"log,omitempty"`
+	// Node and Transit are the tunnel the engine is on (or connecting to)
+	// when the event is sent: how the detectors learn the current node
+	// without calling back into the engine.
+	Node    string `json:"-"`
+	Transit string `json:"-"`
 }
 
 // Event types.

@@ -36,7 +36,7 @@ func (w *Watchdog) statusLocked() Status {
 		st.LastCheck = &c
 	}
 	a := w.f.auth
-	sig := Signals{
+	sig := Conditions{
 		Diag:          w.f.diag,
 		WANDown:       w.f.wanDown,
 		WANDownProbed: w.f.wanDownProbed,
@@ -54,10 +54,10 @@ func (w *Watchdog) statusLocked() Status {
 		t := a.subscriptionUntil
 		sig.Auth.SubscriptionUntil = &t
 	}
-	if w.d.Signals != nil {
-		sig.Detectors = w.d.Signals.SignalStates()
+	if w.d.Detectors != nil {
+		sig.Detectors = w.d.Detectors.DetectorStates()
 	}
-	st.Signals = sig
+	st.Conditions = sig
 	for _, c := range w.s.candidates() {
 		dead, n := w.deadLocked(c)
 		st.Candidates = append(st.Candidates, CandidateStatus{
@@ -118,6 +118,7 @@ func (w *Watchdog) Subscribe() (<-chan Event, func()) {
 
 // emitLocked fans an event out without blocking.
 func (w *Watchdog) emitLocked(ev Event) {
+	ev.Node, ev.Transit = w.node, w.transit
 	for _, ch := range w.subs {
 		select {
 		case ch <- ev:

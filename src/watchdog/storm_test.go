@@ -36,7 +36,7 @@ func TestAfterStormOnlyNewLogErrorsCount(t *testing.T) {
 		}
 		wd.set(func(w *world) { w.dead["Chicago"] = false })
 		n := len(h.connects())
-		until := *h.w.Status().Signals.StormCooldownUntil
+		until := *h.w.Status().Conditions.StormCooldownUntil
 		for h.w.Status().State != StateHealthy && time.Since(until) < 10*time.Minute {
 			h.advance(time.Second)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/runfiles"
 )
@@ -27,7 +28,7 @@ var (
 // other method is safe to call from any goroutine.
 type Watchdog struct {
 	d     Deps
-	clock Clock
+	clock clock.Clock
 	log   *slog.Logger
 
 	cmds     chan command
@@ -105,7 +106,7 @@ func New(s Settings, d Deps) (*Watchdog, error) {
 		return nil, errors.New("watchdog: Vendor, Firewall and Prober are required")
 	}
 	if d.Clock == nil {
-		d.Clock = realClock{}
+		d.Clock = clock.Real{}
 	}
 	if s.MaxTransitions <= 0 {
 		s.MaxTransitions = 20
@@ -187,6 +188,10 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		case ev := <-w.events:
 			w.mu.Lock()
 			w.handleEventLocked(ev)
+			w.mu.Unlock()
+		case r := <-w.d.Inbox.requests():
+			w.mu.Lock()
+			w.onCheckRequestLocked(r)
 			w.mu.Unlock()
 		case <-timer:
 			w.mu.Lock()

@@ -18,8 +18,8 @@ func TestStartupAndHealthySteadyState(t *testing.T) {
 		h.requireState(StateHealthy)
 		calls := wd.get().calls
 		wantPrefix := []string{
-			"fw.InstallMoat", "vendor.Status", "cleanup.stale-proxy", "cleanup.fwmark", "fw.ArmKillSwitch", // startup (a look at the vendor's tunnel before cleanup)
-			"fw.FlushVendor", "fw.ArmKillSwitch", "vendor.Status", "vendor.Connect Dallas", "fw.RestoreLAN", // connect
+			"fw.Set kill-switch", "vendor.Status", "cleanup.stale-proxy", "cleanup.fwmark", "fw.Set kill-switch", // startup (a look at the vendor's tunnel before cleanup)
+			"fw.FlushVendor", "fw.Set kill-switch", "vendor.Status", "vendor.Connect Dallas", "fw.Set lan-proxy", // connect
 		}
 		if !slices.Equal(calls[:len(wantPrefix)], wantPrefix) {
 			t.Fatalf("calls = %q\nwant prefix %q", calls, wantPrefix)

@@ -83,11 +83,8 @@ func (b *Backend) Calls() []string {
 	return slices.Clone(b.calls)
 }
 
-// Break makes checks through node fail (a lab fault); Fix undoes it.
+// Break makes checks through node fail (a lab fault).
 func (b *Backend) Break(node string) { b.setBroken(node, true) }
-
-// Fix makes node healthy again.
-func (b *Backend) Fix(node string) { b.setBroken(node, false) }
 
 func (b *Backend) setBroken(node string, broken bool) {
 	b.mu.Lock()

@@ -33,21 +33,10 @@ Run 'surflare-watchdog config check --help' for the flags.
 `
 
 func configMain(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, configUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, configUsage)
-		return exitOK
-	case "check":
-		return configCheck(args[1:], stdout, stderr)
-	case "show":
-		return configShow(args[1:], stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "surflare-watchdog config: unknown subcommand %q\n\n%s", args[0], configUsage)
-	return exitUsage
+	return subcommands("config", configUsage, args, stdout, stderr, map[string]func([]string) int{
+		"check": func(a []string) int { return configCheck(a, stdout, stderr) },
+		"show":  func(a []string) int { return configShow(a, stdout, stderr) },
+	})
 }
 
 func configCheck(args []string, stdout, stderr io.Writer) int {
@@ -102,50 +91,45 @@ func loadConfigFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, s
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	if err != nil {
-		printConfigError(stderr, err)
+		config.WriteErrors(stderr, err)
 		return nil, warns, exitFailure
 	}
 	return c, warns, exitOK
 }
 
-// printConfigError prints a config error: each problem of an ErrorList on
-// its own line, anything else (an unreadable file) as one message.
-func printConfigError(w io.Writer, err error) {
-	var list config.ErrorList
-	if errors.As(err, &list) {
-		for _, e := range list {
-			fmt.Fprintln(w, e.Error())
-		}
-		plural := "s"
-		if len(list) == 1 {
-			plural = ""
-		}
-		fmt.Fprintf(w, "%d error%s\n", len(list), plural)
-		return
-	}
-	fmt.Fprintf(w, "surflare-watchdog: %v\n", err)
-}
-
-// parseFlagsOrUsage parses a subcommand's flags. --help prints the usage to
-// stdout (code exitOK); a bad flag prints the problem and the usage to
-// stderr (code exitUsage). ok is false when the caller should return code.
+// parseFlagsOrUsage parses a subcommand's flags. --help prints the usage
+// once, to stdout (code exitOK); a bad flag prints the problem and the
+// usage to stderr (code exitUsage); ok is false when the caller should
+// return code. (The flag package's own Usage would also print the flags to
+// stderr, so --help showed them twice.)
 func parseFlagsOrUsage(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
 	fs.SetOutput(io.Discard)
-	printUsage := func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: surflare-watchdog %s\n\nFlags:\n", synopsis)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		writeUsage(stdout, fs, synopsis)
+		return exitOK, false
+	case err != nil:
+		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
+		writeUsage(stderr, fs, synopsis)
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// writeUsage writes "Usage: surflare-watchdog SYNOPSIS", the note for the
+// subcommand (flagUsageNotes) and its flags, if it has any.
+func writeUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
+	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
+	if note := flagUsageNotes[fs.Name()]; note != "" {
+		fmt.Fprintf(w, "\n%s\n", note)
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		fmt.Fprint(w, "\nFlags:\n")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printUsage(stdout)
-		return exitOK, false
-	case err != nil:
-		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
-		printUsage(stderr)
-		return exitUsage, false
-	}
-	return 0, true
 }

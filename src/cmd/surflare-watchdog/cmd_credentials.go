@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"surflare-watchdog/src/runfiles"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/credentials"
@@ -63,23 +61,11 @@ Run 'surflare-watchdog credentials set --help' for the flags.
 `
 
 func credentialsMain(ctx context.Context, args []string, cio credIO) int {
-	if len(args) == 0 {
-		fmt.Fprintf(cio.stderr, credentialsUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintf(cio.stdout, credentialsUsage)
-		return exitOK
-	case "set":
-		return credentialsSet(ctx, args[1:], cio)
-	case "status":
-		return credentialsStatus(args[1:], cio)
-	case "clear":
-		return credentialsClear(ctx, args[1:], cio)
-	}
-	fmt.Fprintf(cio.stderr, "surflare-watchdog credentials: unknown subcommand %q\n\n"+credentialsUsage, args[0])
-	return exitUsage
+	return subcommands("credentials", credentialsUsage, args, cio.stdout, cio.stderr, map[string]func([]string) int{
+		"set":    func(a []string) int { return credentialsSet(ctx, a, cio) },
+		"status": func(a []string) int { return credentialsStatus(a, cio) },
+		"clear":  func(a []string) int { return credentialsClear(ctx, a, cio) },
+	})
 }
 
 // credFlags are the flags every credential command shares.
@@ -164,14 +150,6 @@ func credentialsSet(ctx context.Context, args []string, cio credIO) int {
 	return exitOK
 }
 
-// credStatus is `credentials status --json`: StatusInfo plus the encrypted
-// file setup-auth wrote, which only the systemd unit can decrypt for the
-// daemon, so a shell sees it but not its password.
-type credStatus struct {
-	credentials.StatusInfo
-	EncryptedFile string `json:"encrypted_file,omitempty"`
-}
-
 func credentialsStatus(args []string, cio credIO) int {
 	fs := flag.NewFlagSet("credentials status", flag.ContinueOnError)
 	f := addCredFlags(fs, false)
@@ -180,18 +158,9 @@ func credentialsStatus(args []string, cio credIO) int {
 	if code, ok := parseCredFlags(fs, args, "credentials status [--json] [--file FILE] [--config FILE]", cio); !ok {
 		return code
 	}
-	st := credStatus{StatusInfo: credentials.Status(f.options(cio))}
-	if st.Source != credentials.SourceSystemd {
-		if _, err := os.Stat(*encrypted); err == nil {
-			st.EncryptedFile = *encrypted
-		}
-	}
-	// A shell cannot read the systemd credential, only the daemon's unit
-	// can: an encrypted file explains a password that is merely absent
-	// here (not one that is unsafe or unreadable).
-	explained := !st.Present && st.Source == "" && st.EncryptedFile != ""
+	st := credentials.Report(f.options(cio), *encrypted)
 	code := exitFailure
-	if (st.Present && st.Problem == "") || (explained && st.Username != "") {
+	if st.Usable() {
 		code = exitOK
 	}
 	if *asJSON {
@@ -199,32 +168,8 @@ func credentialsStatus(args []string, cio credIO) int {
 		fmt.Fprintf(cio.stdout, "%s\n", b)
 		return code
 	}
-	w := cio.stdout
-	switch {
-	case st.Present:
-		fmt.Fprintf(w, "password: stored (%s, %s)\n", st.Source, st.Path)
-	case st.Source != "":
-		fmt.Fprintf(w, "password: not usable (%s, %s)\n", st.Source, st.Path)
-	case explained:
-		fmt.Fprintf(w, "password: encrypted for systemd in %s (the unit's LoadCredentialEncrypted= line hands it to the daemon)\n", st.EncryptedFile)
-	default:
-		fmt.Fprintf(w, "password: missing\n")
-	}
-	fmt.Fprintf(w, "username: %s\n", orNotSet(st.Username))
-	switch {
-	case st.Problem != "" && !explained:
-		fmt.Fprintf(w, "problem:  %s\n", st.Problem)
-	case st.Username == "":
-		fmt.Fprintf(w, "problem:  no username (set it with `surflare-watchdog credentials set --username EMAIL`)\n")
-	}
+	st.WriteText(cio.stdout)
 	return code
-}
-
-func orNotSet(s string) string {
-	if s == "" {
-		return "(not set)"
-	}
-	return s
 }
 
 func credentialsClear(ctx context.Context, args []string, cio credIO) int {
@@ -255,7 +200,7 @@ func setupAuth(ctx context.Context, args []string, cio credIO) int {
 	cfgPath := fs.String("config", config.DefaultPath, "the UCI `file` holding main.username")
 	output := fs.String("output", credentials.DefaultEncryptedFile, "the encrypted credential `file` to write")
 	key := fs.String("with-key", string(credentials.KeyAuto), "what to bind the credential to: auto (TPM2 if present, else host), tpm2 or host")
-	dropin := fs.String("dropin", defaultDropIn, "the systemd drop-in `dir` that makes the unit load the credential (\"\" = only print the line)")
+	dropin := fs.String("dropin", credentials.DefaultDropInDir, "the systemd drop-in `dir` that makes the unit load the credential (\"\" = only print the line)")
 	if code, ok := parseCredFlags(fs, args, "setup-auth [--username EMAIL] [--with-key auto|tpm2|host] [--output FILE] [--dropin DIR]", cio); !ok {
 		return code
 	}
@@ -300,23 +245,10 @@ func setupAuth(ctx context.Context, args []string, cio credIO) int {
 		fmt.Fprintf(w, "\nAdd this line to the [Service] section of surflare-watchdog.service\n(systemctl edit surflare-watchdog):\n\n  %s\n\nthen: systemctl daemon-reload && systemctl restart surflare-watchdog\n", res.UnitLine)
 		return exitOK
 	}
-	// The shipped unit cannot name the credential itself: systemd refuses to
-	// start a unit whose LoadCredentialEncrypted= file is missing, and most
-	// laptops use /etc/surflare/credentials instead. A drop-in adds it only
-	// where setup-auth made one.
-	path := filepath.Join(*dropin, dropInName)
-	if err := os.MkdirAll(*dropin, 0o755); err != nil {
-		return exitForError(ctx, fmt.Errorf("systemd drop-in: %w", err), cio)
-	}
-	if err := runfiles.WriteFile(path, []byte("# Written by surflare-watchdog setup-auth: systemd decrypts the password for the daemon.\n[Service]\n"+res.UnitLine+"\n")); err != nil {
-		return exitForError(ctx, fmt.Errorf("systemd drop-in: %w", err), cio)
+	path, err := credentials.WriteDropIn(*dropin, res.UnitLine)
+	if err != nil {
+		return exitForError(ctx, err, cio)
 	}
 	fmt.Fprintf(w, "The unit loads it through %s.\nNow: systemctl daemon-reload && systemctl restart surflare-watchdog\n", path)
 	return exitOK
 }
-
-// The drop-in setup-auth writes for the systemd unit.
-const (
-	defaultDropIn = "/etc/systemd/system/surflare-watchdog.service.d"
-	dropInName    = "10-surflare-credential.conf"
-)

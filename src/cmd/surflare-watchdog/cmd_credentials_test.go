@@ -179,11 +179,11 @@ func TestSetupAuthChoosesTheKeyAndPrintsTheUnitLine(t *testing.T) {
 			if !strings.Contains(out, "Key: "+tc.key+", because") {
 				t.Errorf("output does not say the key:\n%s", out)
 			}
-			unit, err := os.ReadFile(filepath.Join(dropin, dropInName))
+			unit, err := os.ReadFile(filepath.Join(dropin, credentials.DropInName))
 			if err != nil || !strings.Contains(string(unit), "[Service]\nLoadCredentialEncrypted=surflare-password:"+e.encrypted+"\n") {
 				t.Errorf("drop-in %q, %v", unit, err)
 			}
-			if !strings.Contains(out, dropInName) || !strings.Contains(out, "daemon-reload") {
+			if !strings.Contains(out, credentials.DropInName) || !strings.Contains(out, "daemon-reload") {
 				t.Errorf("output does not say where the unit line went:\n%s", out)
 			}
 			if !strings.Contains(strings.Join(calls, "\n"), "encrypt --name=surflare-password --with-key="+tc.key+" - -") {

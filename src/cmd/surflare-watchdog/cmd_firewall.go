@@ -3,22 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
-	"surflare-watchdog/src/route"
 )
 
 func init() {
@@ -58,45 +53,22 @@ Run 'surflare-watchdog firewall SUBCOMMAND --help' for the flags.
 `
 
 func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, firewallUsage)
-		return exitUsage
-	}
-	rest := args[1:]
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, firewallUsage)
-		return exitOK
-	case "plan":
-		return firewallPlan(rest, stdout, stderr)
-	case "apply":
-		return firewallApply(ctx, rest, stdout, stderr)
-	case "teardown":
-		return firewallTeardown(ctx, "firewall teardown", rest, stdout, stderr, true)
-	case "status":
-		return firewallStatus(ctx, rest, stdout, stderr)
-	case "trace":
-		return firewallTrace(ctx, rest, stdout, stderr)
-	}
-	fmt.Fprintf(stderr, "surflare-watchdog firewall: unknown subcommand %q\n\n%s", args[0], firewallUsage)
-	return exitUsage
+	return subcommands("firewall", firewallUsage, args, stdout, stderr, map[string]func([]string) int{
+		"plan":     func(a []string) int { return firewallPlan(a, stdout, stderr) },
+		"apply":    func(a []string) int { return firewallApply(ctx, a, stdout, stderr) },
+		"teardown": func(a []string) int { return firewallTeardown(ctx, "firewall teardown", a, stdout, stderr, true) },
+		"status":   func(a []string) int { return firewallStatus(ctx, a, stdout, stderr) },
+		"trace":    func(a []string) int { return firewallTrace(ctx, a, stdout, stderr) },
+	})
 }
 
-// parseFlags parses and turns -h and bad flags into exit codes (ok=false).
-// --help prints the usage once, to stdout; a bad flag prints the problem
-// and the usage to stderr. (The flag package's own Usage would also print
-// the flags to stderr, so --help showed them twice.)
+// parseFlags is parseFlagsOrUsage with the synopsis "NAME [flags]" and no
+// positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		printFlagUsage(stdout, fs)
-		return exitOK, false
-	case err != nil:
-		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
-		printFlagUsage(stderr, fs)
-		return exitUsage, false
+	synopsis := fs.Name()
+	fs.VisitAll(func(*flag.Flag) { synopsis = fs.Name() + " [flags]" })
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
@@ -116,27 +88,6 @@ var flagUsageNotes = map[string]string{
 	"routes update":     "Fetches APNIC delegated-format data and writes the cn_direct prefix files atomically;\na failed download keeps the old files.",
 }
 
-// printFlagUsage writes "Usage: surflare-watchdog NAME [flags]", the note
-// for NAME and the flags, if it has any.
-func printFlagUsage(w io.Writer, fs *flag.FlagSet) {
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	synopsis := fs.Name()
-	if n > 0 {
-		synopsis += " [flags]"
-	}
-	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
-	if note := flagUsageNotes[fs.Name()]; note != "" {
-		fmt.Fprintf(w, "\n%s\n", note)
-	}
-	if n > 0 {
-		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
-}
-
 // specFlags are the flags every subcommand that builds a Spec takes.
 type specFlags struct {
 	config, leases *string
@@ -149,36 +100,13 @@ func addSpecFlags(fs *flag.FlagSet) specFlags {
 	}
 }
 
-// buildSpec reads the config and the chnroute files into a firewall.Spec.
-// neigh adds addresses of bypass devices from the neighbour table (nil: none).
-func buildSpec(sf specFlags, neigh []route.Neighbour, stderr io.Writer) (firewall.Spec, error) {
-	c, warns, err := config.Load(*sf.config)
-	if err != nil {
-		return firewall.Spec{}, err
-	}
-	for _, w := range warns {
-		fmt.Fprintf(stderr, "warning: %v\n", w)
-	}
-	s, err := specFromConfig(c, stderr)
-	if err != nil {
-		return s, err
-	}
-	leases := map[string][]netip.Addr{}
-	if f, err := os.Open(*sf.leases); err == nil {
-		leases = firewall.ParseDHCPLeases(f)
-		f.Close()
-	}
-	s.Bypass = firewall.ResolveBypass(s.Bypass, leases, neigh)
-	return s, s.Validate()
-}
-
 func firewallPlan(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("firewall plan", flag.ContinueOnError)
 	sf := addSpecFlags(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	s, err := buildSpec(sf, nil, stderr)
+	s, err := daemon.SpecFromFile(*sf.config, *sf.leases, false, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall plan: %v\n", err)
 		return exitFailure
@@ -192,16 +120,6 @@ func firewallPlan(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func neighbours(ctx context.Context) []route.Neighbour {
-	h, err := route.Open(netns.None())
-	if err != nil {
-		return nil
-	}
-	defer h.Close()
-	n, _ := h.Neighbours(ctx, "")
-	return n
-}
-
 func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("firewall apply", flag.ContinueOnError)
 	sf := addSpecFlags(fs)
@@ -209,7 +127,7 @@ func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	s, err := buildSpec(sf, neighbours(ctx), stderr)
+	s, err := daemon.SpecFromFile(*sf.config, *sf.leases, true, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall apply: %v\n", err)
 		return exitFailure
@@ -228,18 +146,8 @@ func firewallApply(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return exitFailure
 		}
 	}
-	printChanges(stdout, ch)
+	ch.WriteText(stdout)
 	return exitOK
-}
-
-func printChanges(w io.Writer, ch firewall.Changes) {
-	if ch.Empty() {
-		fmt.Fprintln(w, "no changes")
-		return
-	}
-	for _, c := range ch {
-		fmt.Fprintln(w, c)
-	}
 }
 
 func teardownMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -256,7 +164,7 @@ func firewallTeardown(ctx context.Context, name string, args []string, stdout, s
 		return code
 	}
 	ch, err := firewall.New().Teardown(ctx, *keep)
-	printChanges(stdout, ch)
+	ch.WriteText(stdout)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", name, err)
 		return exitFailure
@@ -270,167 +178,104 @@ func firewallStatus(ctx context.Context, args []string, stdout, stderr io.Writer
 	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
-	fw := firewall.New()
-	st, err := fw.Inspect(ctx)
+	rep, err := firewall.New().Report(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog firewall status: %v\n", err)
 		return exitFailure
 	}
-	out := struct {
-		firewall.State
-		Problems   []string          `json:"problems"`
-		KillSwitch map[string]uint64 `json:"kill_switch_counters,omitempty"`
-		Moat       *firewall.Moat    `json:"moat,omitempty"`
-	}{State: st, Problems: st.Problems()}
-	if st.KillSwitch {
-		out.KillSwitch, _ = fw.KillSwitchCounters(ctx)
-	}
-	if m, err := fw.MoatCounters(ctx); err == nil {
-		out.Moat = &m
-	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(out)
+		enc.Encode(rep)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "tables: %s\n", orNone(strings.Join(st.Tables, ", ")))
-	fmt.Fprintf(stdout, "kill switch: %s\n", map[bool]string{true: "armed", false: "NOT armed"}[st.KillSwitch])
-	fmt.Fprintf(stdout, "vendor table: %v (extended for global mode: %v)\n", st.VendorTable, st.VendorExtended)
-	for _, r := range st.Routing {
-		fmt.Fprintf(stdout, "%s tunnel routing: %d fwmark rule(s), table %d local route: %v\n", r.Family, len(r.Rules), route.TunnelTable, r.LocalRoute)
-	}
-	fmt.Fprintf(stdout, "proxy listening on %d: %v\n", st.ProxyPort, st.ProxyListening)
-	if st.Masq.FW4Present {
-		fmt.Fprintf(stdout, "fw4 masquerade: %v\n", st.Masq.Masquerade)
-	}
-	if len(out.KillSwitch) > 0 {
-		keys := make([]string, 0, len(out.KillSwitch))
-		for k := range out.KillSwitch {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var parts []string
-		for _, k := range keys {
-			parts = append(parts, fmt.Sprintf("%s=%d", k, out.KillSwitch[k]))
-		}
-		fmt.Fprintf(stdout, "kill switch blocked (packets): %s\n", strings.Join(parts, " "))
-	}
-	if out.Moat != nil {
-		m := out.Moat
-		fmt.Fprintf(stdout, "moat: syn_out=%d synack_in=%d syn_in=%d rst_in=%d fin_in=%d\n", m.SynOut, m.SynAckIn, m.SynIn, m.RstIn, m.FinIn)
-	}
-	if len(out.Problems) == 0 {
-		fmt.Fprintln(stdout, "problems: none")
-	}
-	for _, p := range out.Problems {
-		fmt.Fprintf(stdout, "problem: %s\n", p)
-	}
+	rep.WriteText(stdout)
 	return exitOK
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 const traceUsage = `Usage: surflare-watchdog firewall trace start [--addr A] [--port N] [--all] | stop | watch [--for D]
 `
 
 func firewallTrace(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, traceUsage)
+	fw := firewall.New()
+	return subcommands("firewall trace", traceUsage, args, stdout, stderr, map[string]func([]string) int{
+		"start": func(a []string) int { return traceStart(ctx, fw, a, stdout, stderr) },
+		"stop": func(a []string) int {
+			fs := flag.NewFlagSet("firewall trace stop", flag.ContinueOnError)
+			if code, ok := parseFlags(fs, a, stdout, stderr); !ok {
+				return code
+			}
+			if err := fw.TraceStop(ctx); err != nil {
+				fmt.Fprintf(stderr, "surflare-watchdog firewall trace stop: %v\n", err)
+				return exitFailure
+			}
+			fmt.Fprintln(stdout, "trace stopped")
+			return exitOK
+		},
+		"watch": func(a []string) int {
+			fs := flag.NewFlagSet("firewall trace watch", flag.ContinueOnError)
+			d := fs.Duration("for", 0, "stop after this `duration` (0 = until interrupted)")
+			if code, ok := parseFlags(fs, a, stdout, stderr); !ok {
+				return code
+			}
+			if *d > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, *d)
+				defer cancel()
+			}
+			if err := fw.ReadTrace(ctx, func(e firewall.TraceEvent) { fmt.Fprintln(stdout, e) }); err != nil {
+				fmt.Fprintf(stderr, "surflare-watchdog firewall trace watch: %v\n", err)
+				return exitFailure
+			}
+			return exitOK
+		},
+	})
+}
+
+func traceStart(ctx context.Context, fw *firewall.Firewall, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("firewall trace start", flag.ContinueOnError)
+	addr := fs.String("addr", "", "trace packets from or to this `address`")
+	port := fs.Uint("port", 0, "trace TCP/UDP packets from or to this `port`")
+	all := fs.Bool("all", false, "trace every packet (heavy on a busy router)")
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
+	}
+	var f firewall.TraceFilter
+	if *addr != "" {
+		a, err := netip.ParseAddr(*addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --addr %q is not an address\n", *addr)
+			return exitUsage
+		}
+		f.Addr = a
+	}
+	if *port > 65535 {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --port %d is out of range\n", *port)
 		return exitUsage
 	}
-	fw := firewall.New()
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, traceUsage)
-		return exitOK
-	case "start":
-		fs := flag.NewFlagSet("firewall trace start", flag.ContinueOnError)
-		addr := fs.String("addr", "", "trace packets from or to this `address`")
-		port := fs.Uint("port", 0, "trace TCP/UDP packets from or to this `port`")
-		all := fs.Bool("all", false, "trace every packet (heavy on a busy router)")
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		var f firewall.TraceFilter
-		if *addr != "" {
-			a, err := netip.ParseAddr(*addr)
-			if err != nil {
-				fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --addr %q is not an address\n", *addr)
-				return exitUsage
-			}
-			f.Addr = a
-		}
-		if *port > 65535 {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: --port %d is out of range\n", *port)
-			return exitUsage
-		}
-		f.Port = uint16(*port)
-		if !f.Addr.IsValid() && f.Port == 0 && !*all {
-			fmt.Fprintln(stderr, "surflare-watchdog firewall trace start: give --addr and/or --port, or --all")
-			return exitUsage
-		}
-		if err := fw.TraceStart(ctx, f); err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintf(stdout, "tracing %s; 'surflare-watchdog firewall trace watch' shows events, 'trace stop' ends it\n", f)
-		return exitOK
-	case "stop":
-		fs := flag.NewFlagSet("firewall trace stop", flag.ContinueOnError)
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		if err := fw.TraceStop(ctx); err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace stop: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintln(stdout, "trace stopped")
-		return exitOK
-	case "watch":
-		fs := flag.NewFlagSet("firewall trace watch", flag.ContinueOnError)
-		d := fs.Duration("for", 0, "stop after this `duration` (0 = until interrupted)")
-		if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
-			return code
-		}
-		if *d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, *d)
-			defer cancel()
-		}
-		err := fw.ReadTrace(ctx, func(e firewall.TraceEvent) { fmt.Fprintln(stdout, e) })
-		if err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog firewall trace watch: %v\n", err)
-			return exitFailure
-		}
-		return exitOK
+	f.Port = uint16(*port)
+	if !f.Addr.IsValid() && f.Port == 0 && !*all {
+		fmt.Fprintln(stderr, "surflare-watchdog firewall trace start: give --addr and/or --port, or --all")
+		return exitUsage
 	}
-	fmt.Fprintf(stderr, "surflare-watchdog firewall trace: unknown subcommand %q\n\n%s", args[0], traceUsage)
-	return exitUsage
+	if err := fw.TraceStart(ctx, f); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog firewall trace start: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "tracing %s; 'surflare-watchdog firewall trace watch' shows events, 'trace stop' ends it\n", f)
+	return exitOK
 }
 
 const routesUsage = `Usage: surflare-watchdog routes update [--config FILE] [--url URL] [--out4 FILE] [--out6 FILE] [--country CC]
 `
 
 func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, routesUsage)
-		return exitUsage
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, routesUsage)
-		return exitOK
-	case "update":
-	default:
-		fmt.Fprintf(stderr, "surflare-watchdog routes: unknown subcommand %q\n\n%s", args[0], routesUsage)
-		return exitUsage
-	}
+	return subcommands("routes", routesUsage, args, stdout, stderr, map[string]func([]string) int{
+		"update": func(a []string) int { return routesUpdate(ctx, a, stdout, stderr) },
+	})
+}
+
+func routesUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("routes update", flag.ContinueOnError)
 	cfgPath := fs.String("config", config.DefaultPath, "the UCI `file` to take the defaults from")
 	url := fs.String("url", "", "APNIC delegated-format `URL` (default: chnroute_url from the config)")
@@ -438,7 +283,7 @@ func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	out6 := fs.String("out6", "", "IPv6 output `file` (default: chnroute_v6 from the config)")
 	country := fs.String("country", "CN", "two-letter `country` code")
 	timeout := fs.Duration("timeout", 2*time.Minute, "give up after this `duration`")
-	if code, ok := parseFlags(fs, args[1:], stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	// Flags win; the config fills in the rest; a missing config file is fine
@@ -453,20 +298,12 @@ func routesMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	v4, v6, err := firewall.FetchAPNIC(ctx, http.DefaultClient, *url, *country)
+	n4, n6, err := firewall.UpdateChnroute(ctx, http.DefaultClient, *url, *country, *out4, *out6)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
 		return exitFailure
 	}
-	if err := firewall.WriteChnroute(*out4, v4); err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
-		return exitFailure
-	}
-	if err := firewall.WriteChnroute(*out6, v6); err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
-		return exitFailure
-	}
-	fmt.Fprintf(stdout, "%s: %d IPv4 prefixes\n%s: %d IPv6 prefixes\n", *out4, len(v4), *out6, len(v6))
+	fmt.Fprintf(stdout, "%s: %d IPv4 prefixes\n%s: %d IPv6 prefixes\n", *out4, n4, *out6, n6)
 	return exitOK
 }
 

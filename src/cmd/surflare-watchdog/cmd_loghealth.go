@@ -10,12 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"text/tabwriter"
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 	"surflare-watchdog/src/runfiles"
 )
 
@@ -30,9 +28,6 @@ func init() {
 }
 
 const logHealthSynopsis = "log-health [--config FILE] [--log FILE] [--window-minutes N] [--out FILE] [--json]"
-
-// tableErrorWidth keeps the summary table within a terminal.
-const tableErrorWidth = 60
 
 // logHealthMain is the one-shot reader: it reads the last Tail bytes of the
 // proxy log once, prints a table of urltest errors per node/transit in the
@@ -65,7 +60,7 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "warning: %s\n", w)
 		}
 		if err != nil {
-			printConfigError(stderr, err)
+			config.WriteErrors(stderr, err)
 			return exitFailure
 		}
 		cfg = c
@@ -78,12 +73,8 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 	if *window > 0 {
 		o.Window = time.Duration(*window) * time.Minute
 	}
-	m, err := loghealth.NewMonitor(o)
+	rep, err := loghealth.ReadOnce(o, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog log-health: %v\n", err)
-		return exitFailure
-	}
-	if err := m.PollOnce(time.Now()); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(stderr, "surflare-watchdog log-health: proxy log %s does not exist (is the proxy running? --log FILE reads another)\n", o.LogPath)
 		} else {
@@ -91,7 +82,6 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
-	rep := m.Report()
 
 	dest := *out
 	if dest == "" {
@@ -108,54 +98,9 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return exitOK
 	}
-	printLogHealth(stdout, o, rep)
+	loghealth.WriteTable(stdout, o, rep)
 	if dest != "-" {
 		fmt.Fprintf(stdout, "Wrote %s\n", dest)
 	}
 	return exitOK
-}
-
-// printLogHealth prints the summary table, most errors first.
-func printLogHealth(w io.Writer, o loghealth.Options, r loghealth.Report) {
-	st := r.Stats
-	fmt.Fprintf(w, "Proxy log %s: window %d min, unhealthy above %d errors\n", o.LogPath, r.WindowMinutes, r.Threshold)
-	keys := make([]string, 0, len(r.Nodes))
-	unhealthy := 0
-	for k, p := range r.Nodes {
-		keys = append(keys, k)
-		if !p.UrltestHealthy {
-			unhealthy++
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := r.Nodes[keys[i]], r.Nodes[keys[j]]
-		if a.ErrorCount != b.ErrorCount {
-			return a.ErrorCount > b.ErrorCount
-		}
-		return keys[i] < keys[j]
-	})
-	if len(keys) == 0 {
-		fmt.Fprintln(w, "No urltest errors in the window: every node/transit is healthy.")
-	} else {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE VIA TRANSIT\tERRORS\tHEALTHY\tLAST ERROR")
-		for _, k := range keys {
-			p := r.Nodes[k]
-			healthy := "yes"
-			if !p.UrltestHealthy {
-				healthy = "NO"
-			}
-			msg := []rune(p.LastError)
-			if len(msg) > tableErrorWidth {
-				msg = append(msg[:tableErrorWidth-1], '…')
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", k, p.ErrorCount, healthy, string(msg))
-		}
-		tw.Flush()
-		fmt.Fprintf(w, "%d node/transit pairs with errors, %d unhealthy.\n", len(keys), unhealthy)
-	}
-	if st != nil {
-		fmt.Fprintf(w, "Read %d lines (%d urltest errors, %d other, %d garbage, %d partial); %d older bytes skipped (tail bound %d bytes).\n",
-			st.Lines, st.Matched, st.Ignored, st.Garbage, st.Partial, st.SkippedBytes, o.Tail)
-	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"surflare-watchdog/src/loghealth"
+	"surflare-watchdog/src/detectors/loghealth"
 )
 
 // urltestLine is an urltest error in the proxy's format, age ago.

@@ -12,9 +12,8 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
-	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/nodeprobe"
-	"surflare-watchdog/src/surflare"
 )
 
 // probePoll is how often the CLI asks the daemon for the probe's progress.
@@ -60,15 +59,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	sock := control.SocketPath(*runDir)
 
-	req := control.Request{Cmd: cmdProbe}
-	if len(nodes) > 0 {
-		list := make([]any, len(nodes))
-		for i, n := range nodes {
-			list[i] = n
-		}
-		req.Args = map[string]any{"nodes": list}
-	}
-	resp, err := control.Call(ctx, sock, req)
+	resp, err := control.Call(ctx, sock, daemon.ProbeRequest(nodes))
 	var rep nodeprobe.Report
 	switch {
 	case errors.Is(err, control.ErrNotRunning):
@@ -94,124 +85,62 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return printProbe(rep, *asJSON, stdout, stderr)
 }
 
-// followProbe polls the daemon's probe until it is over, printing a line
-// per finished node, and returns its report.
+// followProbe polls the daemon's probe (nodeprobe.Follow) and maps the
+// outcome to an exit code.
 func followProbe(ctx context.Context, sock string, progress, stderr io.Writer) (nodeprobe.Report, int) {
-	printed, lastPhase := 0, ""
-	for {
+	status := func(ctx context.Context) (nodeprobe.JobStatus, error) {
 		var st nodeprobe.JobStatus
-		resp, err := control.Call(ctx, sock, control.Request{Cmd: cmdProbeStatus})
+		resp, err := control.Call(ctx, sock, control.Request{Cmd: daemon.CmdProbeStatus})
 		if err == nil && !resp.OK {
 			err = resp.Err()
 		}
 		if err == nil {
 			err = json.Unmarshal(resp.Data, &st)
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintln(stderr, "surflare-watchdog probe: interrupted; the daemon finishes the probe and restores the node itself")
-				return nodeprobe.Report{}, exitInterrupted
-			}
-			fmt.Fprintf(stderr, "surflare-watchdog probe: following the daemon's probe: %v\n", err)
-			return nodeprobe.Report{}, exitFailure
-		}
-		for ; printed < len(st.Results); printed++ {
-			r := st.Results[printed]
-			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", printed+1, len(st.Nodes), r.Node, r.Summary())
-		}
-		if st.Running && st.Current != "" && st.Phase+st.Current != lastPhase && st.Phase != nodeprobe.PhaseDone {
-			lastPhase = st.Phase + st.Current
-			fmt.Fprintf(progress, "[%d/%d] %s: %s…\n", st.Index, len(st.Nodes), st.Current, st.Phase)
-		}
-		if !st.Running {
-			if st.Report == nil {
-				fmt.Fprintf(stderr, "surflare-watchdog probe: the daemon's probe failed: %s\n", st.Error)
-				return nodeprobe.Report{}, exitFailure
-			}
-			if st.Error != "" {
-				fmt.Fprintf(stderr, "surflare-watchdog probe: %s\n", st.Error)
-			}
-			fmt.Fprintf(progress, "back on %s (the daemon reconnects it); results in %s\n", st.Report.OriginalNode, st.File)
-			return *st.Report, exitOK
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(probePoll):
-		}
+		return st, err
 	}
+	rep, err := nodeprobe.Follow(ctx, status, probePoll, progress, func(msg string) {
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %s\n", msg)
+	})
+	switch {
+	case err == nil:
+		return rep, exitOK
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "surflare-watchdog probe: interrupted; the daemon finishes the probe and restores the node itself")
+		return rep, exitInterrupted
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+	return rep, exitFailure
 }
 
-// probeDirect probes without a daemon, through the vendor CLI, and puts
-// the vendor back where it was (connected to its node, or disconnected).
+// probeDirect probes without a daemon (daemon.ProbeWithoutDaemon) and
+// maps the outcome to an exit code.
 func probeDirect(ctx context.Context, cfgPath string, nodes []string, progress, stderr io.Writer) (nodeprobe.Report, int) {
 	c, _, err := config.Load(cfgPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return nodeprobe.Report{}, exitFailure
 	}
-	o, err := probeOptions(c, nodes)
-	if err != nil {
+	rep, err := daemon.ProbeWithoutDaemon(ctx, c, nodes, progress, func(err error) {
 		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
-		return nodeprobe.Report{}, exitUsage
+	})
+	switch {
+	case err == nil:
+		return rep, exitOK
+	case errors.Is(err, daemon.ErrProbeArgs):
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+		return rep, exitUsage
+	case ctx.Err() != nil:
+		return rep, exitInterrupted
 	}
-	v := surflare.New(surflare.Options{Bin: c.Paths.SurflareBin, Timeout: c.Vendor.StatusTimeout, ConnectTimeout: c.Vendor.ConnectTimeout})
-	before, err := v.Status(ctx)
-	if err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog probe: asking the vendor CLI: %v\n", err)
-		return nodeprobe.Report{}, exitFailure
-	}
-	o.Switcher = vendorSwitcher{v: v, mode: string(c.Main.Mode), transit: c.Main.Transit}
-	o.Kernel = nodeprobe.NetKernel{Firewall: firewall.New(), ServerPorts: vendorServerPorts}
-	o.Progress = func(p nodeprobe.Progress) {
-		if p.Phase == nodeprobe.PhaseDone && p.Result != nil {
-			fmt.Fprintf(progress, "[%d/%d] %s: %s\n", p.Index, p.Total, p.Node, p.Result.Summary())
-		} else {
-			fmt.Fprintf(progress, "[%d/%d] %s: %s…\n", p.Index, p.Total, p.Node, p.Phase)
-		}
-	}
-	rep, runErr := nodeprobe.Run(ctx, o)
-
-	// Put the vendor back even after Ctrl-C.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Vendor.ConnectTimeout+c.Vendor.StatusTimeout)
-	defer cancel()
-	if before.State == surflare.StateConnected && before.Node != "" {
-		rep.OriginalNode = before.Node
-		err = vendorSwitcher{v: v, mode: string(c.Main.Mode), transit: c.Main.Transit}.Switch(rctx, before.Node)
-		fmt.Fprintf(progress, "back on %s\n", before.Node)
-	} else {
-		err = v.Disconnect(rctx)
-		fmt.Fprintln(progress, "vendor disconnected again, as before the probe")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "surflare-watchdog probe: restoring the vendor: %v\n", err)
-	}
-	if rep.Nodes != nil {
-		if werr := nodeprobe.WriteResults(c.Paths.RunDir, rep); werr != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", werr)
-		}
-	}
-	if runErr != nil {
-		if ctx.Err() != nil {
-			return rep, exitInterrupted
-		}
-		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", runErr)
-		return rep, exitFailure
-	}
-	return rep, exitOK
+	fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
+	return rep, exitFailure
 }
 
 // printProbe prints the report as a table or as JSON.
 func printProbe(rep nodeprobe.Report, asJSON bool, stdout, stderr io.Writer) int {
-	if asJSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
-			return exitFailure
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-		return exitOK
-	}
-	if err := rep.WriteTable(stdout); err != nil {
+	if err := rep.Write(stdout, asJSON); err != nil {
+		fmt.Fprintf(stderr, "surflare-watchdog probe: %v\n", err)
 		return exitFailure
 	}
 	return exitOK

@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/credentials"
+	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/runfiles"
 )
 
@@ -42,11 +42,11 @@ Flags:
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var o runOptions
-	fs.StringVar(&o.configPath, "config", config.DefaultPath, "the UCI `file` to run with")
-	fs.StringVar(&o.passwordFile, "password-file", "", "the vendor account's password `file` (default "+credentials.DefaultFile+
+	var o daemon.Options
+	fs.StringVar(&o.ConfigPath, "config", config.DefaultPath, "the UCI `file` to run with")
+	fs.StringVar(&o.PasswordFile, "password-file", "", "the vendor account's password `file` (default "+credentials.DefaultFile+
 		", or a file named 'password' next to a --config that is not the default one)")
-	fs.BoolVar(&o.openOnExit, "open-on-exit", false, "on SIGTERM/SIGINT remove the kill switch too (the user stops the service on purpose)")
+	fs.BoolVar(&o.OpenOnExit, "open-on-exit", false, "on SIGTERM/SIGINT remove the kill switch too (the user stops the service on purpose)")
 	level := fs.String("log-level", "info", "`level`: debug, info, warn or error")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -68,19 +68,14 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "surflare-watchdog run: --log-level %q: %v\n", *level, err)
 		return exitUsage
 	}
-	setupLogging(stderr, lvl)
-	if o.passwordFile == "" && o.configPath != config.DefaultPath {
-		if p := filepath.Join(filepath.Dir(o.configPath), "password"); fileExists(p) {
-			o.passwordFile = p
-		}
-	}
+	daemon.SetupLogging(stderr, lvl)
 
-	d, err := newDaemon(o)
+	d, err := daemon.New(o)
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog run: %v\n", err)
 		return exitFailure
 	}
-	if err := d.run(ctx); err != nil {
+	if err := d.Run(ctx); err != nil {
 		if errors.Is(err, runfiles.ErrLocked) {
 			fmt.Fprintf(stderr, "surflare-watchdog run: %v\n", err)
 			return exitFailure
@@ -89,9 +84,4 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	return exitOK
-}
-
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
 }

@@ -83,3 +83,23 @@ func dispatch(args []string) int {
 	defer stop()
 	return c.run(ctx, args[1:])
 }
+
+// subcommands runs the subcommand args[0] names from subs with the rest of
+// args; no subcommand or an unknown one prints usage to stderr (exit 2),
+// help prints it to stdout. name is the command's words ("firewall trace").
+func subcommands(name, usage string, args []string, stdout, stderr io.Writer, subs map[string]func(args []string) int) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	if run, ok := subs[args[0]]; ok {
+		return run(args[1:])
+	}
+	fmt.Fprintf(stderr, "surflare-watchdog %s: unknown subcommand %q\n\n%s", name, args[0], usage)
+	return exitUsage
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/daemon"
 )
 
 // The dns section's foreign resolvers and DoH endpoints must reach the
@@ -25,7 +26,7 @@ func TestSpecFromConfigCarriesRouterDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := specFromConfig(c, io.Discard)
+	s, err := daemon.SpecFromConfig(c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,38 +50,5 @@ func TestSpecFromConfigCarriesRouterDNS(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("plan does not match %s", re)
 		}
-	}
-}
-
-// After a chnroute refresh the daemon re-reads the lists into the Spec it
-// already has: cn_direct changes, learned relays and the rest stay.
-func TestWithChnrouteKeepsTheRestOfTheSpec(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeLabConfig(t, dir, "")
-	c, _, err := config.Load(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := specFromConfig(c, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := netip.MustParsePrefix("198.18.10.1/32")
-	base.Relays = append(base.Relays, relay)
-	os.WriteFile(filepath.Join(dir, "cn4.txt"), []byte("198.19.0.0/17\n198.19.128.0/17\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "cn6.txt"), []byte("fd00:19::/32\nfd00:20::/32\n"), 0o644)
-	s, err := withChnroute(base, c, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.CNDirect4) != 2 || len(s.CNDirect6) != 2 || s.CNDirect4[1] != netip.MustParsePrefix("198.19.128.0/17") {
-		t.Errorf("cn_direct after the refresh: %v %v", s.CNDirect4, s.CNDirect6)
-	}
-	if !slices.Contains(s.Relays, relay) || !slices.Equal(s.APIEndpoints, base.APIEndpoints) {
-		t.Errorf("the rest of the Spec changed: relays %v endpoints %v", s.Relays, s.APIEndpoints)
-	}
-	os.WriteFile(filepath.Join(dir, "cn4.txt"), []byte("bogus\n"), 0o644)
-	if _, err := withChnroute(base, c, io.Discard); err == nil {
-		t.Error("a broken list must be an error (the daemon then keeps cn_direct)")
 	}
 }

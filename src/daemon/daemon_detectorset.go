@@ -1,0 +1,179 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"surflare-watchdog/src/detectors"
+	"surflare-watchdog/src/detectors/detect"
+	"surflare-watchdog/src/detectors/loghealth"
+	"surflare-watchdog/src/detectors/storm503"
+	"surflare-watchdog/src/keepalive"
+	"surflare-watchdog/src/loopguard"
+	"surflare-watchdog/src/procscan"
+	"surflare-watchdog/src/watchdog"
+)
+
+// detectorSet is the detectors around the engine: the early detector (with the
+// loop guard on its samples), log health (with the 503 monitor on its
+// lines) and the keepalive clamp. Any of them may be nil (disabled or
+// unavailable); DetectorStates reports each one's view for Status.
+type detectorSet struct {
+	det         *detect.Detector
+	lh          *loghealth.Monitor
+	storm503    *storm503.Monitor
+	override503 *detectors.Storm503Override // the engine's Override over storm503, bound to the node in use
+	guard       *loopguard.Guard
+	clamp       *keepalive.Clamp
+	proxy       *proxyWatch
+}
+
+// DetectorStates is watchdog.DetectorSource.
+func (s *detectorSet) DetectorStates() []watchdog.DetectorState {
+	now := time.Now()
+	var out []watchdog.DetectorState
+	add := func(name, state, detail string, since time.Time) {
+		out = append(out, watchdog.DetectorState{Name: name, State: state, Detail: detail, Since: since})
+	}
+	if s.det != nil {
+		st := s.det.Status(now)
+		state := "ok"
+		switch {
+		case st.Stale:
+			state = "stale"
+		case !st.LastFired.IsZero() && now.Sub(st.LastFired) < time.Minute:
+			state = "fired"
+		}
+		detail := fmt.Sprintf("score %d/%d over %d proxy sockets", st.Score, st.Threshold, st.Conns)
+		if st.Err != "" {
+			detail += "; " + st.Err
+		}
+		add("early_detector", state, detail, st.LastSample)
+	} else {
+		add("early_detector", "off", "", time.Time{})
+	}
+	if s.lh != nil {
+		r := s.lh.Report()
+		var dead []string
+		for _, p := range r.Nodes {
+			if !p.UrltestHealthy {
+				dead = append(dead, fmt.Sprintf("%s via %s (%d)", p.Node, p.Transit, p.ErrorCount))
+			}
+		}
+		sort.Strings(dead)
+		state, detail := "ok", fmt.Sprintf("%d pairs with errors, none above %d", len(r.Nodes), r.Threshold)
+		if len(dead) > 0 {
+			state, detail = "dead_nodes", fmt.Sprintf("%d dead: %v", len(dead), dead)
+		}
+		add("log_health", state, detail, r.GeneratedAt)
+	} else {
+		add("log_health", "off", "", time.Time{})
+	}
+	if s.storm503 != nil {
+		st := s.storm503.State(now)
+		state := "ok"
+		if s.storm503.OverrideActive(now) {
+			state = "storm"
+		}
+		add("storm_503", state, fmt.Sprintf("%d/%d urltest 503s in %ds", st.Count, st.Threshold, st.WindowS), st.Since)
+	}
+	if s.guard != nil {
+		st := s.guard.State()
+		state, detail := "closed", fmt.Sprintf("in-flight %d", st.InFlight)
+		switch {
+		case !st.Enabled:
+			state = "off"
+		case st.Open:
+			var dsts []string
+			for _, c := range st.Circuits {
+				dsts = append(dsts, c.Dst.String())
+			}
+			state, detail = "open", fmt.Sprintf("blocking %s (in-flight %d, top %d, %d looped sockets cut)",
+				strings.Join(dsts, ", "), st.InFlight, st.Top, st.Cut)
+		}
+		if st.Advice != "" {
+			detail += "; " + st.Advice
+		}
+		add("loopguard", state, detail, st.Since)
+	}
+	ks := s.clamp.Status()
+	state := "inactive"
+	if ks.Active {
+		state = "active"
+	}
+	add("keepalive", state, ks.String(), time.Time{})
+	return out
+}
+
+// proxyWatch follows the vendor proxy's pid: each new proxy (after every
+// connect) is moved into the keepalive clamp's cgroup and has its
+// descriptor headroom checked against the loop guard's gate.
+type proxyWatch struct {
+	procs nsProcs
+	comm  string
+	clamp *keepalive.Clamp
+	guard *loopguard.Guard
+	log   *slog.Logger
+
+	mu  sync.Mutex
+	pid int
+	fds procscan.FDUsage
+}
+
+// proxyInfo is the proxy part of the daemon's status.
+type proxyInfo struct {
+	PID    int `json:"pid"`
+	FDs    int `json:"fds"`
+	NoFile int `json:"nofile"` // soft RLIMIT_NOFILE; -1 = unlimited
+}
+
+// run polls every second and whenever poke fires, until ctx ends.
+func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		p.once()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-poke:
+		}
+	}
+}
+
+func (p *proxyWatch) once() {
+	pid := p.procs.First(p.comm)
+	var fds procscan.FDUsage
+	if pid > 0 {
+		fds, _ = p.procs.scan.FDs(pid)
+	}
+	p.mu.Lock()
+	changed := pid != p.pid
+	p.pid, p.fds = pid, fds
+	p.mu.Unlock()
+	if !changed || pid == 0 {
+		return
+	}
+	if err := p.clamp.AddPID(pid); err != nil {
+		p.log.Warn("Keepalive clamp: moving the proxy failed", "pid", pid, "err", err)
+	}
+	if p.guard != nil {
+		if _, err := p.guard.CheckProxyHeadroom(pid); err != nil {
+			p.log.Warn("Proxy fd headroom check failed", "pid", pid, "err", err)
+		}
+	}
+	p.log.Info(fmt.Sprintf("Proxy started: pid %d, %d fds open, nofile %d", pid, fds.Open, fds.Limit))
+}
+
+// info is the last view of the proxy.
+func (p *proxyWatch) info() proxyInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return proxyInfo{PID: p.pid, FDs: p.fds.Open, NoFile: p.fds.Limit}
+}

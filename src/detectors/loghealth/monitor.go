@@ -1,0 +1,239 @@
+// Package loghealth turns the proxy's urltest errors into per node/transit
+// health: which exit nodes, through which transit, failed the proxy's own
+// connectivity tests recently. The watchdog skips a dead node when it
+// rotates (LOG_HEALTH: skipping X via Y), and LuCI shows the table.
+//
+// The proxy logs urltest failures at ERROR and is silent on success
+// (SURFLARE-CONTRACT.md). Monitor follows the log like tail -F — surviving
+// rotation and truncation, never reading more than the configured tail —
+// counts errors per pair over a sliding window and keeps
+// <run_dir>/surflare_node_health.json current (Report documents its JSON).
+// LoadNodeHealth reads that file back with the staleness rule: data older
+// than the stale limit means every node is healthy.
+package loghealth
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"surflare-watchdog/src/clock"
+	"surflare-watchdog/src/config"
+)
+
+// log is the subsystem logger, looked up at each use: one taken at package
+// init would keep the default handler from before the program installed
+// its own (lines would lose their level and attributes).
+func log() *slog.Logger { return slog.Default().With("subsystem", "loghealth") }
+
+// Defaults of Options fields left zero.
+const (
+	DefaultPoll       = 500 * time.Millisecond // how often the log is checked for new lines
+	DefaultWriteEvery = time.Second            // at most one file write per this, while lines arrive
+	// DefaultRefresh rewrites the file even when nothing is logged, so
+	// counts age out of it and generated_at shows the monitor is alive.
+	DefaultRefresh = time.Minute
+)
+
+// Options configure a Monitor. Zero values take the config defaults, except
+// Threshold: 0 is a real threshold there (any error is one too many), so a
+// negative value asks for the default.
+type Options struct {
+	LogPath   string         // the proxy log (required)
+	OutPath   string         // the node health file; "" = keep it in memory only
+	Pattern   *regexp.Regexp // urltest error line; nil = config.DefaultLogPattern
+	Window    time.Duration  // error counting window (10 min)
+	Threshold int            // more errors than this in Window = dead (10; < 0 = default)
+	Tail      int64          // bytes read at most, per poll (2 MB)
+
+	Poll, WriteEvery, Refresh time.Duration
+	Clock                     clock.Clock
+
+	// OnLine, if set, sees every urltest error after it is counted (the 503
+	// storm monitor hooks in here). It runs on the monitor's goroutine and
+	// must not block.
+	OnLine func(Line)
+}
+
+// FromConfig fills Options from the config's loghealth and paths sections.
+func FromConfig(c *config.Config, outPath string) Options {
+	return Options{
+		LogPath:   c.Paths.ProxyLog,
+		OutPath:   outPath,
+		Pattern:   c.LogHealth.Pattern,
+		Window:    c.LogHealth.Window,
+		Threshold: c.LogHealth.Threshold,
+		Tail:      c.LogHealth.Tail,
+	}
+}
+
+// Monitor follows the proxy log and keeps node health. Its methods are safe
+// for concurrent use while Run is going.
+type Monitor struct {
+	o      Options
+	parser *Parser
+	clock  clock.Clock
+
+	mu      sync.Mutex
+	tracker *Tracker
+	stats   Stats
+	follow  *Follower
+	dirty   bool
+}
+
+// NewMonitor checks the options (the pattern's groups) and fills defaults.
+func NewMonitor(o Options) (*Monitor, error) {
+	p, err := NewParser(o.Pattern)
+	if err != nil {
+		return nil, err
+	}
+	d := config.Default().LogHealth
+	if o.Window <= 0 {
+		o.Window = d.Window
+	}
+	if o.Threshold < 0 {
+		o.Threshold = d.Threshold
+	}
+	if o.Tail <= 0 {
+		o.Tail = d.Tail
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.WriteEvery <= 0 {
+		o.WriteEvery = DefaultWriteEvery
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	m := &Monitor{o: o, parser: p, clock: o.Clock, tracker: NewTracker(o.Window, o.Threshold)}
+	m.follow = NewFollower(o.LogPath, o.Tail, &m.stats)
+	return m, nil
+}
+
+// Run follows the log until ctx ends, writing the file at most once per
+// WriteEvery while errors arrive and at least once per Refresh. A missing log
+// is waited for; a write failure is logged and retried on the next change.
+func (m *Monitor) Run(ctx context.Context) error {
+	defer m.follow.Close()
+	var lastWrite time.Time
+	// Problems are logged when they start or change, not every poll.
+	var readProblem, writeProblem string
+	for {
+		now := m.clock.Now()
+		err := m.PollOnce(now)
+		switch {
+		case err == nil:
+			readProblem = ""
+		case errors.Is(err, fs.ErrNotExist):
+			if readProblem != "missing" {
+				log().Info("proxy log not there yet; waiting for it", "path", m.o.LogPath)
+				readProblem = "missing"
+			}
+		case err.Error() != readProblem:
+			log().Warn("reading proxy log", "err", err)
+			readProblem = err.Error()
+		}
+		m.mu.Lock()
+		due := m.dirty && now.Sub(lastWrite) >= m.o.WriteEvery || now.Sub(lastWrite) >= m.o.Refresh
+		m.mu.Unlock()
+		if due && m.o.OutPath != "" {
+			lastWrite = now
+			err := WriteReport(m.o.OutPath, m.Report())
+			if err != nil && err.Error() != writeProblem {
+				log().Warn("writing node health", "err", err)
+			}
+			writeProblem = ""
+			if err != nil {
+				writeProblem = err.Error()
+			}
+			m.mu.Lock()
+			m.dirty = err != nil // a failed write is retried after WriteEvery, not every poll
+			m.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.clock.After(m.o.Poll):
+		}
+	}
+}
+
+// PollOnce reads what the log gained since the last poll and counts it;
+// lines without a timestamp count at now. Run calls it; the one-shot CLI
+// calls it once.
+func (m *Monitor) PollOnce(now time.Time) error {
+	var matched []Line
+	m.mu.Lock()
+	err := m.follow.Poll(func(b []byte) {
+		l, kind := m.parser.ParseLine(b)
+		switch kind {
+		case Ignored:
+			m.stats.Ignored++
+			return
+		case Garbage:
+			m.stats.Garbage++
+			return
+		}
+		m.stats.Matched++
+		// A timestamp from the future (clock skew, a bad line) would keep
+		// an error in the window forever: clamp it.
+		if l.Time.IsZero() || l.Time.After(now) {
+			l.Time = now
+		}
+		m.tracker.Add(l, l.Time)
+		m.dirty = true
+		matched = append(matched, l)
+	})
+	m.stats.DroppedPairs = int64(m.tracker.dropped)
+	m.mu.Unlock()
+	if m.o.OnLine != nil {
+		for _, l := range matched {
+			m.o.OnLine(l)
+		}
+	}
+	return err
+}
+
+// Report is the current node health with the reader's stats.
+func (m *Monitor) Report() Report {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.tracker.Report(now)
+	st := m.stats
+	r.Stats = &st
+	return r
+}
+
+// Stats are the reader's counters so far.
+func (m *Monitor) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// Errors is the live error count of node/transit in the window ending now;
+// updated is now (the monitor is the source, its data is never stale while
+// Run is going). It satisfies the engine's NodeHealth interface.
+func (m *Monitor) Errors(node, transit string) (count int, updated time.Time, ok bool) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.tracker.Count(node, transit, now)
+	return n, now, ok
+}
+
+// Dead reports whether node/transit has more than Threshold errors in the
+// window, and how many.
+func (m *Monitor) Dead(node, transit string) (dead bool, errors int) {
+	n, _, _ := m.Errors(node, transit)
+	return n > m.o.Threshold, n
+}

@@ -176,8 +176,14 @@ func (d *Daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			}
 			return status(ctx, d.hotplug(ctx, action, argString(req, "interface"), argString(req, "device")))
 		},
+		// A token from the read ACL's `token` opens the read endpoints and
+		// the websocket only; acting needs `token_write`, which only the
+		// write ACL grants.
 		ubus.MethodToken: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
-			return toFields(map[string]any{"token": tokens.Mint(tokenTTL), "expires_in": int(tokenTTL / time.Second)})
+			return toFields(tokens.Grant(api.ScopeRead, tokenTTL))
+		},
+		ubus.MethodTokenWrite: func(ctx context.Context, _ *ubus.Request) (ubus.Fields, error) {
+			return toFields(tokens.Grant(api.ScopeWrite, tokenTTL))
 		},
 		ubus.MethodSetCredentials: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
 			// The password is stored as sent: blanks are part of it. An

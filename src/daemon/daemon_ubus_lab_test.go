@@ -341,6 +341,7 @@ const surflareListing = `'surflare' @ID
 	"log":{"lines":"Integer"}
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
+	"token_write":{}
 	"set_credentials":{"username":"String","password":"String"}
 `
 

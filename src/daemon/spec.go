@@ -60,6 +60,9 @@ func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	}
 	s.APIEndpoints = c.Main.Endpoints
 	s.StrictDirect = c.Main.StrictDirect // the daemon adds the vendor's server ports (daemon_strict.go)
+	// The kill switch's routing layer (docs/killswitch-layers.md): Apply sets
+	// it with the kill switch, Teardown removes it with it.
+	s.RouteLayer = c.Main.RouteLayer
 	// The loop guard's wake-up rule (firewall/loopguard.go); -1 = off, no rule.
 	s.LoopGuardGate = c.LoopGuard.MinActive
 	s.DNSDirect = c.DNS.DomesticUpstreams

@@ -17,6 +17,9 @@ type StatusReport struct {
 	Problems   []string          `json:"problems"`
 	KillSwitch map[string]uint64 `json:"kill_switch_counters,omitempty"`
 	Moat       *Moat             `json:"moat,omitempty"`
+	// Layer is the kill switch's routing layer (docs/killswitch-layers.md):
+	// ip rules no nftables command can delete.
+	Layer *route.LayerState `json:"route_layer,omitempty"`
 }
 
 // Report inspects the namespace and reads the counters; only a failed
@@ -33,6 +36,9 @@ func (f *Firewall) Report(ctx context.Context) (StatusReport, error) {
 	if m, err := f.MoatCounters(ctx); err == nil {
 		out.Moat = &m
 	}
+	if l, err := f.RouteLayer(ctx); err == nil {
+		out.Layer = &l
+	}
 	return out, nil
 }
 
@@ -40,6 +46,10 @@ func (f *Firewall) Report(ctx context.Context) (StatusReport, error) {
 func (r StatusReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "tables: %s\n", orNone(strings.Join(r.Tables, ", ")))
 	fmt.Fprintf(w, "kill switch: %s\n", map[bool]string{true: "armed", false: "NOT armed"}[r.State.KillSwitch])
+	if l := r.Layer; l != nil && l.Rules4+l.Rules6 > 0 {
+		fmt.Fprintf(w, "routing layer: %s (ipv4 %d rules, hold route %v; ipv6 %d rules, hold route %v)\n",
+			map[bool]string{true: "armed", false: "NOT armed"}[l.Armed()], l.Rules4, l.HoldRoute4, l.Rules6, l.HoldRoute6)
+	}
 	fmt.Fprintf(w, "vendor table: %v (extended for global mode: %v)\n", r.VendorTable, r.VendorExtended)
 	for _, r := range r.Routing {
 		fmt.Fprintf(w, "%s tunnel routing: %d fwmark rule(s), table %d local route: %v\n", r.Family, len(r.Rules), route.TunnelTable, r.LocalRoute)

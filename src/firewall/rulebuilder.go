@@ -141,6 +141,14 @@ func (b *ruleBuilder) addrLookup(v6, src bool, set string) *ruleBuilder {
 		&expr.Lookup{SourceRegister: 1, SetName: set})
 }
 
+// fibDaddrLocal matches packets addressed to the router itself (any of its
+// addresses, on any interface), as `fib daddr type local` does.
+func (b *ruleBuilder) fibDaddrLocal() *ruleBuilder {
+	return b.add("fib daddr type local",
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		cmpEq(binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)))
+}
+
 // etherSaddrLookup matches the source MAC against a set; like nft it first
 // checks the input device is Ethernet, so the link header is one.
 func (b *ruleBuilder) etherSaddrLookup(set string) *ruleBuilder {

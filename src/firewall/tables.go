@@ -259,6 +259,9 @@ func tproxyTable(s Spec, v6 bool) tableSpec {
 	r := func(id string) *ruleBuilder { return newRule(fam, id) }
 	rules := []rule{
 		r("not-lan").iifname(s.LANIf, true).ret(),
+		// The router's own addresses (LuCI, SSH, its DNS) are never proxied,
+		// whether or not the LAN's range is a private one.
+		r("router-local").fibDaddrLocal().ret(),
 		r("private").addrLookup(v6, false, SetPrivate).ret(),
 		r("bypass-mac").etherSaddrLookup(SetBypassDevices).ret(),
 		r("bypass-src").addrLookup(v6, true, SetBypassSrc).ret(),

@@ -105,7 +105,7 @@ func ParseEcho(body string) (Echo, error) {
 // ExitName maps an echoed address to the exit node's name ("" if it is not
 // an exit — e.g. the household's own WAN address).
 func ExitName(ip string) string {
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		if n.Addr.String() == ip {
 			return n.Name
 		}

@@ -47,6 +47,9 @@ type Options struct {
 	// SmartDNS on :6053, the shipped configuration; see StartResolvers).
 	// Off by default: most tests do not need them and they cost ~100 ms.
 	DNS bool
+	// Vendor holds KEY=VALUE knobs for the fake vendor binaries and the
+	// account API (fakes.Knobs; surflare-lab up --vendor KEY=VALUE).
+	Vendor []string
 	// Log receives progress; nil means slog.Default.
 	Log *slog.Logger
 }
@@ -185,7 +188,7 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 	if err := l.installFirewall(); err != nil {
 		return err
 	}
-	if err := l.writeLabFiles(); err != nil {
+	if err := l.writeLabFiles(o.Vendor); err != nil {
 		return err
 	}
 	if err := WriteDaemonConfig(l, o.Set); err != nil {

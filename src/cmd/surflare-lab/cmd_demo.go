@@ -32,17 +32,22 @@ func runDemo(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var sets setFlags
 	fs.Var(&sets, "set", "override in the daemon's lab config, surflare.SECTION.OPTION=VALUE (repeatable)")
+	vendor := vendorFlag(fs)
 	noTour := fs.Bool("no-tour", false, "skip the scripted fault tour")
 	webPort := fs.Int("web-port", lab.LabWebPort, "host port (127.0.0.1) for the daemon's web UI; 0 = any free port")
 	every := fs.Duration("every", time.Second, "how often the LAN client fetches the IP-echo host")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
+	if err := lab.CheckVendor(*vendor); err != nil {
+		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
+		return exitUsage
+	}
 	if !needRoot("demo") {
 		return exitFailure
 	}
 	fmt.Println("building the lab binaries and bringing the lab up …")
-	l, err := lab.Up(ctx, lab.Options{Set: sets})
+	l, err := lab.Up(ctx, lab.Options{Set: sets, Vendor: *vendor})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
 		return exitFailure

@@ -74,7 +74,7 @@ func PlanConfig(labDir string) Config {
 	return Config{
 		Relays:      lab.Relays,
 		RelayPort:   lab.RelayPort,
-		Nodes:       lab.Nodes,
+		Nodes:       lab.Exits,
 		ExitPort:    lab.ExitPort,
 		HTTPPort:    80,
 		IPEcho:      lab.IPEcho,

@@ -1,13 +1,13 @@
 package fakes
 
 import (
-	"reflect"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"

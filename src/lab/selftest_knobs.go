@@ -168,10 +168,12 @@ func knobRows(home Node) []knobRow {
 			run: echoAfter(func(e Echo) bool { return e.IP == WANRouter.String() }, append([]string{"--mode", "direct"}, connectHome...)...)},
 		{knobs: []string{"modes=rule,global"}, expected: "--mode direct: unknown mode", run: connectFails("unknown mode", append([]string{"--mode", "direct"}, connectHome...)...)},
 		// E3: rule-mode routing.
-		{knobs: []string{"rule_routing=list"}, expected: "blocked.ipecho.lab tunnel, open.ipecho.lab + domestic.lab direct", leaky: true,
-			run: ruleRouting(connectHome, home, false)},
+		{knobs: []string{"rule_routing=list"}, label: "rule_routing=list rule_list=(default)", expected: "blocked.ipecho.lab tunnel, open.ipecho.lab + domestic.lab direct", leaky: true,
+			run: ruleRouting(connectHome, home, true, false)},
+		{knobs: []string{"rule_routing=list", "rule_list=open.ipecho.lab"}, expected: "open.ipecho.lab tunnel, blocked.ipecho.lab + domestic.lab direct", leaky: true,
+			run: ruleRouting(connectHome, home, false, true)},
 		{knobs: []string{"rule_routing=legacy"}, expected: "blocked + open.ipecho.lab tunnel, domestic.lab direct",
-			run: ruleRouting(connectHome, home, true)},
+			run: ruleRouting(connectHome, home, true, true)},
 		// E4: single hop.
 		{knobs: []string{"no_transit=single"}, expected: "no --transit, relays black-holed: exit still answers, transit: none",
 			run: singleHop(home, true)},
@@ -202,7 +204,7 @@ func knobRows(home Node) []knobRow {
 			out, err := login(ctx, l, withPW...)
 			return oneLine(out, err), err == nil
 		}},
-		{knobs: []string{"token_ttl=1s"}, expected: "token 1.1 s old: status silent, connect Account check failed", run: tokenTTL(connectHome, fakes.ExpiryAccountCheck)},
+		{knobs: []string{"token_ttl=1s", "token_expiry=account_check"}, expected: "token 1.1 s old: status silent, connect Account check failed", run: tokenTTL(connectHome, fakes.ExpiryAccountCheck)},
 		{knobs: []string{"token_ttl=1s", "token_expiry=status"}, expected: "token 1.1 s old: status session expired", run: tokenTTL(connectHome, fakes.ExpiryStatus)},
 		{knobs: []string{"token_ttl=0"}, expected: "token 1.1 s old: connect works", run: tokenTTL(connectHome, "")},
 		// E10: login forms.
@@ -234,7 +236,11 @@ func EchoURLAddr(i int) string {
 	return netip.AddrPortFrom(IPEcho[i%len(IPEcho)], 80).String()
 }
 
-func ruleRouting(connect []string, home Node, legacy bool) func(ctx context.Context, l *Lab) (string, bool) {
+// ruleRouting connects in rule mode and fetches the IP echo as
+// blocked.ipecho.lab and open.ipecho.lab and the domestic web server; the
+// first two should be tunnelled as the flags say, the domestic one is
+// always direct.
+func ruleRouting(connect []string, home Node, blockedTunnel, openTunnel bool) func(ctx context.Context, l *Lab) (string, bool) {
 	return func(ctx context.Context, l *Lab) (string, bool) {
 		if out, err := l.reconnectWith(ctx, append([]string{"--mode", "rule"}, connect...)...); err != nil {
 			return oneLine(out, err), false
@@ -243,11 +249,13 @@ func ruleRouting(connect []string, home Node, legacy bool) func(ctx context.Cont
 		open, _ := l.clientEchoHost(ctx, "open.ipecho.lab")
 		domestic, _ := l.clientEchoHost(ctx, "www.domestic.lab")
 		seen := fmt.Sprintf("blocked %s, open %s, domestic %s", nameOr(blocked), nameOr(open), nameOr(domestic))
-		wantOpen := WANRouter.String()
-		if legacy {
-			wantOpen = home.Addr.String()
+		want := func(tunnel bool) string {
+			if tunnel {
+				return home.Addr.String()
+			}
+			return WANRouter.String()
 		}
-		return seen, blocked == home.Addr.String() && open == wantOpen && domestic == WANRouter.String()
+		return seen, blocked == want(blockedTunnel) && open == want(openTunnel) && domestic == WANRouter.String()
 	}
 }
 

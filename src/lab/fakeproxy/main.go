@@ -1,9 +1,11 @@
 // Command surflare-proxy is the lab's fake of the vendor's sing-box based
-// proxy: a real transparent (tproxy) TCP proxy on 127.0.0.1:10800 that sends
-// every connection through a lab relay to the chosen exit node, marks its
-// own sockets with SO_MARK 0xff, and runs urltest for every node x transit
-// pair, logging failures in sing-box's format. Faults (domestic_exit,
-// proxy_loop) come from the lab's faults.json.
+// proxy: a real transparent (tproxy) TCP and UDP proxy on 127.0.0.1:10800
+// that sends every connection through a lab relay (or straight, for a
+// single hop) to the chosen exit node, marks its own sockets with SO_MARK
+// 0xff, routes by mode (rule mode by the vendor's list, see the vendor
+// knobs in lab.json) and runs urltest for every node x transit pair,
+// logging failures in sing-box's format. Faults (domestic_exit, proxy_loop)
+// come from the lab's faults.json.
 //
 // It finds its lab from its own path (<labdir>/bin/surflare-proxy) or
 // $SURFLARE_LAB_DIR, and takes node and transit from the fake CLI's state.

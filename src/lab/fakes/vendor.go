@@ -123,7 +123,8 @@ func DefaultVendor() Vendor {
 		RuleRouting: RoutingLegacy, // the daemon's strict direct would cut E3's 0xff traffic
 		RuleList:    slices.Clone(DefaultRuleList),
 		NoTransit:   NoTransitSingle,
-		InheritFDs:  false, // the daemon's descriptor hygiene is not tested yet
+		InheritFDs:  true, // the daemon hands the CLI nothing but 0-2 (measured with lab.SharedFDs)
+		UDP:         true,
 		TokenTTLS:   86400,
 		TokenExpiry: ExpiryAccountCheck,
 		APIAccess:   APIAny, // the daemon logs in reactively, without the tunnel

@@ -11,7 +11,7 @@ func TestApplyKnob(t *testing.T) {
 	li := DefaultLabInfo("/x", "swx")
 	for _, kv := range []string{
 		"exits=us", "auto=off", "modes=rule,global", "rule_routing=list", "no_transit=auto",
-		"inherit_fds=1", "proxy_delay=3s", "disconnect=strict", "foreground=0", "udp=1",
+		"inherit_fds=0", "proxy_delay=3s", "disconnect=strict", "foreground=0", "udp=0",
 		"api_access=tunnel", "api_loss=30", "token_ttl=90s", "token_expiry=status",
 		"login=argv", "urltest_interval=180", "log_format=1.8",
 	} {
@@ -21,8 +21,8 @@ func TestApplyKnob(t *testing.T) {
 	}
 	v := li.Vendor
 	if !slices.Equal(v.Exits, USExits) || v.Auto != AutoOff || len(v.Modes) != 2 || v.RuleRouting != RoutingList ||
-		v.NoTransit != NoTransitAuto || !v.InheritFDs || v.ProxyDelayMS != 3000 || !v.DisconnectStrict || v.Foreground ||
-		!v.UDP || v.APIAccess != APITunnel || v.APILossPct != 30 || v.TokenTTLS != 90 || v.TokenExpiry != ExpiryStatus ||
+		v.NoTransit != NoTransitAuto || v.InheritFDs || v.ProxyDelayMS != 3000 || !v.DisconnectStrict || v.Foreground ||
+		v.UDP || v.APIAccess != APITunnel || v.APILossPct != 30 || v.TokenTTLS != 90 || v.TokenExpiry != ExpiryStatus ||
 		v.Login != LoginArgv || li.URLTestIntervalS != 180 || v.LogFormat != LogSingBox18 {
 		t.Errorf("knobs not applied: %+v interval %d", v, li.URLTestIntervalS)
 	}

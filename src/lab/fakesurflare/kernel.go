@@ -67,12 +67,12 @@ func tunnelTable() *nftables.Table {
 //	chain prerouting { type filter hook prerouting priority -150;
 //	  meta mark 0x1 meta nfproto ipv4 meta l4proto tcp tproxy ip to 127.0.0.1:10800 }
 //
-// With the udp knob (E8) UDP is marked and tproxied the same way:
+// With the udp knob (E8, the default) UDP is marked and tproxied the same way:
 //
 //	chain output { …; meta nfproto ipv4 meta l4proto udp meta mark set 0x1 }
 //	chain prerouting { …; meta mark 0x1 meta nfproto ipv4 meta l4proto udp tproxy ip to 127.0.0.1:10800 }
 //
-// Without it only TCP is captured and UDP is left to routing, i.e. to the
+// With udp=0 only TCP is captured and UDP is left to routing, i.e. to the
 // watchdog's kill switch and DNS enforcement (the old fake).
 func installTable(c *nftables.Conn, udp bool) error {
 	t := tunnelTable()

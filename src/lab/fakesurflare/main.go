@@ -2,8 +2,9 @@
 // implements exactly the behaviour SURFLARE-CONTRACT.md describes — status,
 // connect, disconnect, login (with a /dev/tty password prompt) and nodes —
 // against the lab's account API, with the kernel state (table inet
-// surflare, ip rule, table-100 route) made through netlink, and the faults
-// of the lab's faults.json (auth failures, login_hang, disconnect_half).
+// surflare, ip rule, table-100 route) made through netlink, the faults of
+// the lab's faults.json (auth failures, login_hang, disconnect_half) and the
+// vendor knobs of lab.json (fakes.Vendor: the evidence's E1-E10).
 //
 // It finds its lab from its own path (<labdir>/bin/surflare) or
 // $SURFLARE_LAB_DIR. The account API accepts any email with the password

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // A job is one independent measurement in its own lab(s); jobs run on a
@@ -26,6 +27,11 @@ func plan(ctx context.Context, o Options, env labEnv, r *Result, ours, base Para
 		d := &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
 		r.DeadNodes = d
 		without := Params{Variant: "ours without log health", Sets: append(slices.Clone(ours.Sets), "surflare.loghealth=loghealth", "surflare.loghealth.enabled=0")}
+		// The warm-up is sized in rounds of a 5 s urltest (deadUrltestEvery):
+		// this part measures what log health's data saves, not how fast
+		// the data comes, so it keeps that cadence whatever the run's.
+		env := env
+		env.vendor = append(slices.Clone(env.vendor), URLTestCadence(int(deadUrltestEvery/time.Second)))
 		jobs = append(jobs,
 			job{"dead nodes without urltest data", func() {
 				m := runScenario(ctx, env, ScenarioDeadNodes, without, o.DeadNodeRuns, o.Progress)

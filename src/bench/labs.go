@@ -18,11 +18,12 @@ const healthyBudget = 90 * time.Second
 type labEnv struct {
 	binDir string // prebuilt lab binaries (lab.Build)
 	log    *slog.Logger
+	vendor []string // knobs for the fake vendor client (Options.Vendor)
 }
 
 // up brings up a one-client lab from the prebuilt binaries.
 func (e labEnv) up(ctx context.Context) (*lab.Lab, error) {
-	l, err := lab.Up(ctx, lab.Options{BinDir: e.binDir, Clients: 1, Log: e.log})
+	l, err := lab.Up(ctx, lab.Options{BinDir: e.binDir, Clients: 1, Vendor: e.vendor, Log: e.log})
 	if err != nil {
 		return nil, fmt.Errorf("lab up: %w", err)
 	}

@@ -203,6 +203,9 @@ type Result struct {
 	ElapsedS Num       `json:"elapsed_s"`
 	// Parallel is how many labs ran at once.
 	Parallel int `json:"parallel"`
+	// Vendor are the fake vendor client's knobs in every lab (the urltest
+	// cadence among them).
+	Vendor []string `json:"vendor,omitempty"`
 
 	Ours     Params `json:"ours"`
 	Baseline Params `json:"baseline"`

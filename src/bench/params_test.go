@@ -73,15 +73,19 @@ func TestBaselineTurnsOffEveryEarlySignal(t *testing.T) {
 }
 
 // The dead-nodes warm-up is sized from log health's threshold and the
-// lab's urltest interval: if either moves, the "with urltest data" side
-// would silently be measured without it.
+// urltest interval the part pins: if either moves, the "with urltest data"
+// side would silently be measured without it.
 func TestDeadNodesWarmupOutlastsTheThreshold(t *testing.T) {
 	if got := config.Default().LogHealth.Threshold; got != deadThreshold {
 		t.Errorf("log health threshold is %d, the warm-up assumes %d", got, deadThreshold)
 	}
-	every := time.Duration(fakes.DefaultLabInfo("", "").URLTestIntervalS) * time.Second
+	li := fakes.DefaultLabInfo("", "")
+	if err := fakes.ApplyKnob(&li, URLTestCadence(int(deadUrltestEvery/time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	every := time.Duration(li.URLTestIntervalS) * time.Second
 	if every != deadUrltestEvery {
-		t.Errorf("lab urltest interval is %s, the warm-up assumes %s", every, deadUrltestEvery)
+		t.Errorf("the pinned urltest interval is %s, the warm-up assumes %s", every, deadUrltestEvery)
 	}
 	if rounds := int(deadWarmup / every); rounds <= deadThreshold {
 		t.Errorf("warm-up %s is %d urltest rounds, not more than the threshold %d", deadWarmup, rounds, deadThreshold)

@@ -36,6 +36,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	for _, n := range r.Baseline.Notes {
 		fmt.Fprintf(&b, "  - %s\n", n)
 	}
+	if len(r.Vendor) > 0 {
+		fmt.Fprintf(&b, "- Fake vendor client (lab knobs, `--vendor`): %s — the urltest cadence is the vendor's, unknown for the real client; figures that rest on urltest hold only at this cadence\n", code(r.Vendor))
+	}
 	fmt.Fprintf(&b, "- Fake connect time (median `surflare connect` in the lab): %s s\n", fmtSeconds(float64(r.FakeConnectS)))
 	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞). " +
 		"A self-healed run (the daemon never left healthy, tried no node, and LAN traffic came back: e.g. the proxy's own relay failover) has no detection time.\n")

@@ -26,7 +26,7 @@ func runScenario(ctx context.Context, env labEnv, name string, p Params, runs in
 		pw = prefixWriter{w: progress, prefix: fmt.Sprintf("[%s] ", p.Variant)}
 	}
 	res, err := lab.RunScenario(ctx, name, lab.ScenarioOptions{
-		Runs: runs, Set: p.Sets, BinDir: env.binDir, Log: env.log, Progress: pw,
+		Runs: runs, Set: p.Sets, Vendor: env.vendor, BinDir: env.binDir, Log: env.log, Progress: pw,
 	})
 	for _, r := range res.Runs {
 		m.Runs = append(m.Runs, Run{
@@ -86,9 +86,9 @@ const (
 	// deadWarmup: threshold+1 rounds of the lab's urltest, plus one round
 	// of margin for the proxy's round timing.
 	deadWarmup = (deadThreshold + 2) * deadUrltestEvery
-	// deadThreshold and deadUrltestEvery are config.Default's log health
-	// threshold and the lab's urltest interval (fakes.DefaultLabInfo),
-	// checked against both by a test.
+	// deadThreshold is config.Default's log health threshold (checked by a
+	// test); deadUrltestEvery is the urltest cadence this part pins in its
+	// labs (jobs.go).
 	deadThreshold    = 10
 	deadUrltestEvery = 5 * time.Second
 	// deadBudget bounds one run: without log health every dead candidate

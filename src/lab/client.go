@@ -33,6 +33,13 @@ const maxBody = 64 << 10
 // exactly as a program running there would. No keep-alive: every fetch is
 // a new connection, as a probe would be.
 func (l *Lab) FetchFrom(ctx context.Context, role, url string) Fetch {
+	return l.FetchHost(ctx, role, url, "")
+}
+
+// FetchHost is FetchFrom with the HTTP Host header set to host (when not
+// ""): a client that resolved host to the URL's address itself, so the
+// vendor's rule mode sees the name (E3).
+func (l *Lab) FetchHost(ctx context.Context, role, url, host string) Fetch {
 	ns, err := l.NS(role)
 	if err != nil {
 		return Fetch{Err: err}
@@ -49,6 +56,9 @@ func (l *Lab) FetchFrom(ctx context.Context, role, url string) Fetch {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return Fetch{Err: err}
+	}
+	if host != "" {
+		req.Host = host
 	}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
@@ -105,7 +115,7 @@ func ParseEcho(body string) (Echo, error) {
 // ExitName maps an echoed address to the exit node's name ("" if it is not
 // an exit — e.g. the household's own WAN address).
 func ExitName(ip string) string {
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		if n.Addr.String() == ip {
 			return n.Name
 		}

@@ -219,10 +219,13 @@ func WriteDaemonConfig(l *Lab, sets []string) error {
 	return nil
 }
 
-// writeLabFiles writes lab.json (static facts for the fakes) and an empty
-// faults.json.
-func (l *Lab) writeLabFiles() error {
-	li := fakes.DefaultLabInfo(l.Dir, l.Prefix)
+// writeLabFiles writes lab.json (static facts for the fakes, with the
+// vendor knobs applied) and an empty faults.json.
+func (l *Lab) writeLabFiles(knobs []string) error {
+	li, err := vendorInfo(fakes.DefaultLabInfo(l.Dir, l.Prefix), knobs)
+	if err != nil {
+		return err
+	}
 	li.ProxyLog = l.Path(dirLog, "surflare-proxy.log")
 	li.StateDir = l.Path(dirState)
 	if err := li.Save(l.Dir); err != nil {

@@ -29,7 +29,19 @@ var e2eSets = []string{
 // daemon's log to be shown if the test fails.
 func upDaemon(t *testing.T, sets ...string) *Lab {
 	t.Helper()
-	l := upFull(t, Options{Clients: 1})
+	return upDaemonVendor(t, nil, sets...)
+}
+
+// fastURLTest is the fake proxy's old 5 s urltest cadence, for tests whose
+// point is what the daemon does with urltest data (log health, the 503
+// storm monitor): at the default 30 s they would only wait longer. The
+// bench measures detection at each cadence; these tests do not.
+var fastURLTest = []string{"urltest_interval=5"}
+
+// upDaemonVendor is upDaemon with vendor knobs (fakes.Knobs) for the lab.
+func upDaemonVendor(t *testing.T, vendor []string, sets ...string) *Lab {
+	t.Helper()
+	l := upFull(t, Options{Clients: 1, Vendor: vendor})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	t.Cleanup(func() {
@@ -115,7 +127,8 @@ func killSwitchArmed(ctx context.Context, l *Lab) bool {
 // zero packets leaked throughout. SIGTERM then ends it within 5 s with the
 // kill switch armed, and nothing leaks after the stop either.
 func TestDaemonNodeDownRotatesWithoutLeaks(t *testing.T) {
-	l := upDaemon(t, "surflare.loghealth=loghealth", "surflare.loghealth.threshold=2")
+	// Los Angeles must be marked dead by urltest errors before the rotation.
+	l := upDaemonVendor(t, fastURLTest, "surflare.loghealth=loghealth", "surflare.loghealth.threshold=2")
 	ctx := context.Background()
 	if _, err := l.ResetLeaks(ctx); err != nil {
 		t.Fatal(err)

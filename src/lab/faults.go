@@ -331,7 +331,7 @@ func lookupName(s string, relays bool) (string, error) {
 	if s == "" {
 		return "", fmt.Errorf("which node? (%s)", nodeNames())
 	}
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		if normName(n.Name) == normName(s) || n.Addr.String() == s {
 			return n.Name, nil
 		}
@@ -348,7 +348,7 @@ func lookupName(s string, relays bool) (string, error) {
 
 // addrOf is the plan address of a node or relay name.
 func addrOf(name string) (netip.Addr, bool) {
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		if n.Name == name {
 			return n.Addr, true
 		}

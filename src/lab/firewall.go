@@ -133,6 +133,12 @@ func addObserve(ns netns.NsHandle) error {
 	for _, r := range Relays {
 		rule(in, nfproto(unix.NFPROTO_IPV4), daddr(netip.PrefixFrom(r.Addr, 32), false), objref(counterRelay), verdict(expr.VerdictReturn))
 	}
+	// A single-hop connection (E4: connect without --transit) reaches the
+	// exit's tunnel port directly: tunnel traffic, not a leak.
+	for _, n := range Exits {
+		rule(in, nfproto(unix.NFPROTO_IPV4), daddr(netip.PrefixFrom(n.Addr, 32), false),
+			l4proto(unix.IPPROTO_TCP), dport(ExitPort), objref(counterRelay), verdict(expr.VerdictReturn))
+	}
 	allowed4 := []netip.Prefix{
 		netip.PrefixFrom(AccountAPI, 32), // the vendor CLI's account checks
 		netip.PrefixFrom(WANGateway, 32), // the ISP link itself (ping, ARP-adjacent)

@@ -53,6 +53,9 @@ type Options struct {
 	// (the box beside the checkout) instead of the lab's own router
 	// processes; nil keeps the lab's router. See openwrt.go.
 	OpenWrt *OpenWrt
+	// Vendor holds KEY=VALUE knobs for the fake vendor binaries and the
+	// account API (fakes.Knobs; surflare-lab up --vendor KEY=VALUE).
+	Vendor []string
 	// Log receives progress; nil means slog.Default.
 	Log *slog.Logger
 }
@@ -196,7 +199,7 @@ func (l *Lab) up(ctx context.Context, o Options) error {
 	if err := l.installFirewall(); err != nil {
 		return err
 	}
-	if err := l.writeLabFiles(); err != nil {
+	if err := l.writeLabFiles(o.Vendor); err != nil {
 		return err
 	}
 	if err := WriteDaemonConfig(l, o.Set); err != nil {

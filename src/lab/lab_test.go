@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"surflare-watchdog/src/lab/fakes"
 )
 
 // binDir holds the lab binaries, built once for the whole package.
@@ -141,19 +143,32 @@ func TestSelftestEveryFault(t *testing.T) {
 		t.Fatalf("building the lab binaries: %v", buildErr)
 	}
 	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	checks, err := Selftest(ctx, Options{BinDir: binDir}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	covered := map[string]bool{}
+	knobRows := map[string]int{}
 	for _, c := range checks {
 		covered[strings.Fields(c.Fault)[0]] = true
+		if rest, ok := strings.CutPrefix(c.Fault, "--vendor "); ok {
+			for _, kv := range strings.Fields(rest) {
+				key, _, _ := strings.Cut(kv, "=")
+				knobRows[key]++
+			}
+		}
 	}
 	for _, f := range Faults {
 		if !covered[f.Name] {
 			t.Errorf("selftest does not exercise fault %s", f.Name)
+		}
+	}
+	// Every vendor knob in both behaviours: at least two rows.
+	for _, k := range fakes.Knobs {
+		if knobRows[k.Key] < 2 {
+			t.Errorf("selftest has %d rows for vendor knob %s, want one on and one off", knobRows[k.Key], k.Key)
 		}
 	}
 	t.Logf("\n%s", out.String())

@@ -82,6 +82,17 @@ var Nodes = []Node{
 	{"Miami", netip.MustParseAddr("198.18.20.6"), "US"},
 }
 
+// ExtraExits are exits beyond the seed's six that the evidence names
+// (E1: Tokyo is an exit, country JP, as well as a relay). The internet
+// serves them always; the vendor knob `exits` decides whether the fake
+// client offers them. They are not daemon candidates in the lab config.
+var ExtraExits = []Node{
+	{"Tokyo", netip.MustParseAddr("198.18.20.7"), "JP"},
+}
+
+// Exits are every exit the lab's internet serves: Nodes, then ExtraExits.
+var Exits = append(append([]Node(nil), Nodes...), ExtraExits...)
+
 // ExitPort is the TCP port every exit node listens on (for relays).
 const ExitPort = 8444
 
@@ -120,7 +131,7 @@ var (
 // CountryOf maps a source address as seen by an internet host to a country:
 // exits are US, the household's WAN address is CN. Echo hosts report it.
 func CountryOf(a netip.Addr) string {
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		if n.Addr == a {
 			return n.Country
 		}
@@ -163,7 +174,7 @@ func InternetHosts() []netip.Addr {
 	for _, r := range Relays {
 		out = append(out, r.Addr)
 	}
-	for _, n := range Nodes {
+	for _, n := range Exits {
 		out = append(out, n.Addr)
 	}
 	out = append(out, IPEcho...)

@@ -473,8 +473,9 @@ func describeRun(run ScenarioRun, from string) []string {
 var errNoScenario = errors.New("unknown scenario")
 
 // labOptionsFor is how runScenarioOnce brings a lab up.
-func labOptionsFor(o ScenarioOptions, sets []string) Options {
-	return Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: sets, Log: o.Log, Clients: 1, OpenWrt: o.OpenWrt}
+func labOptionsFor(o ScenarioOptions, spec ScenarioSpec, sets []string) Options {
+	vendor := append(slices.Clone(spec.Vendor), o.Vendor...)
+	return Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: sets, Vendor: vendor, Log: o.Log, Clients: 1, OpenWrt: o.OpenWrt}
 }
 
 // removeAll is os.RemoveAll, as a variable for the runner's cleanup.

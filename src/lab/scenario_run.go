@@ -19,6 +19,9 @@ type ScenarioSpec struct {
 	// Sets are config overrides the scenario needs on top of
 	// ScenarioBaseSets; the user's own --set come after both.
 	Sets []string
+	// Vendor are knobs for the fakes (fakes.Knobs) the scenario needs;
+	// ScenarioOptions.Vendor come after them.
+	Vendor []string
 	// Budget bounds one run (lab up and daemon start excluded); 0 = 90 s.
 	Budget time.Duration
 	// Run carries out one run: the daemon is healthy and the monitor is
@@ -102,6 +105,9 @@ type ScenarioOptions struct {
 	// last. A section the lab config lacks (loopguard, auth, …) is added
 	// with its own name.
 	Set []string
+	// Vendor holds knobs for the fakes (fakes.Knobs, KEY=VALUE), applied
+	// after the scenario's own.
+	Vendor []string
 	// BinDir holds prebuilt lab binaries (see Build); empty = build once
 	// into a temporary directory.
 	BinDir string
@@ -153,7 +159,7 @@ func RunScenario(ctx context.Context, name string, o ScenarioOptions) (ScenarioR
 		}
 		var runs []ScenarioRun
 		if spec.Standalone != nil {
-			rs, err := spec.Standalone(ctx, labOptionsFor(o, sets))
+			rs, err := spec.Standalone(ctx, labOptionsFor(o, spec, sets))
 			if err != nil {
 				rs = append(rs, ScenarioRun{NodesTried: []string{}, States: []string{}, Error: err.Error()})
 			}
@@ -224,7 +230,7 @@ func runScenarioOnce(ctx context.Context, spec ScenarioSpec, o ScenarioOptions, 
 	if budget == 0 {
 		budget = 90 * time.Second
 	}
-	l, err := Up(ctx, labOptionsFor(o, sets))
+	l, err := Up(ctx, labOptionsFor(o, spec, sets))
 	if err != nil {
 		return ScenarioRun{NodesTried: []string{}, States: []string{}, Error: "lab up: " + err.Error()}
 	}

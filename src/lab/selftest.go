@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+
+	"surflare-watchdog/src/lab/fakes"
 )
 
 // Check is one row of the selftest table.
@@ -43,7 +45,9 @@ const observeWindow = 4 * time.Second
 // reach the internet through the tunnel with no leak, then flips every fault
 // on and off checking what a client (or the vendor CLI) sees. It writes the
 // table to w, tears the lab down and returns the checks; all passed when
-// err is nil.
+// err is nil. Then every vendor knob (fakes.Knobs) is set in the
+// evidence's way and the old fake's, each a row showing what a client or
+// the vendor CLI sees (selftest_knobs.go).
 func Selftest(ctx context.Context, o Options, w io.Writer) ([]Check, error) {
 	l, err := Up(ctx, o)
 	if err != nil {
@@ -104,6 +108,17 @@ func (l *Lab) selftest(ctx context.Context, w io.Writer) []Check {
 			break
 		}
 		add(l.runCase(ctx, c, home))
+	}
+	saved, err := fakes.LoadLabInfo(l.Dir)
+	if err != nil {
+		add(Check{"vendor knobs", "lab.json readable", err.Error(), false})
+		return checks
+	}
+	for _, r := range knobRows(home) {
+		if ctx.Err() != nil {
+			break
+		}
+		add(l.runKnob(ctx, r, home, saved))
 	}
 	return checks
 }

@@ -160,7 +160,8 @@ func readNodeHealth(t *testing.T, l *Lab) loghealth.Report {
 // Log health marks exactly the nodes the lab broke: every one of their
 // NODE via TRANSIT pairs (each relay and auto), and nothing else.
 func TestLogHealthMarksExactlyTheBrokenNodes(t *testing.T) {
-	l := upDaemon(t, "surflare.loghealth=loghealth", "surflare.loghealth.threshold=1")
+	// The point is the urltest errors per pair: the old 5 s cadence.
+	l := upDaemonVendor(t, fastURLTest, "surflare.loghealth=loghealth", "surflare.loghealth.threshold=1")
 	ctx := context.Background()
 	if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
 		t.Fatal(err)
@@ -220,7 +221,8 @@ func TestLogHealthMarksExactlyTheBrokenNodes(t *testing.T) {
 // ("503 storm:"), the engine's override vetoes a passing check ("G2: 503
 // storm override") and a reconnect or rotation follows.
 func TestStorm503TriggersOverride(t *testing.T) {
-	l := upDaemon(t, "surflare.storm503=storm503", "surflare.storm503.count=3")
+	// The storm monitor counts urltest 503s: the old 5 s cadence.
+	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3")
 	ctx := context.Background()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
 	if err != nil {
@@ -269,7 +271,8 @@ func TestStorm503TriggersOverride(t *testing.T) {
 // healthy node it rotated to (seen: "G2: 503 storm override on Los
 // Angeles" 0.2 s after the rotation away from a 503-ing Dallas).
 func TestStorm503OverrideSparesOtherNodes(t *testing.T) {
-	l := upDaemon(t, "surflare.storm503=storm503", "surflare.storm503.count=3")
+	// The storm monitor counts urltest 503s: the old 5 s cadence.
+	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3")
 	ctx := context.Background()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
 	if err != nil {

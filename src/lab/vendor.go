@@ -3,6 +3,8 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"surflare-watchdog/src/lab/fakes"
@@ -27,7 +29,7 @@ func (l *Lab) Login(ctx context.Context) error {
 }
 
 // Connect does what the watchdog does when bringing the tunnel up, without
-// it: login, then `surflare connect --node NODE --daemon` (NODE "" = the
+// it: login, then `surflare connect --node NODE --transit auto --daemon` (NODE "" = the
 // first exit). The vendor table, fwmark rule and table-100 route then carry
 // router-originated traffic; LAN traffic also needs InstallLANTProxy (or
 // the daemon's own LAN table).
@@ -38,7 +40,9 @@ func (l *Lab) Connect(ctx context.Context, node string) error {
 	if err := l.Login(ctx); err != nil {
 		return err
 	}
-	_, err := l.Surflare(ctx, "connect", "--node", node, "--daemon")
+	// --transit auto, as the lab config's daemon passes it: without it a
+	// connect is single-hop (E4, knob no_transit).
+	_, err := l.Surflare(ctx, "connect", "--node", node, "--transit", fakes.TransitAuto, "--daemon")
 	return err
 }
 
@@ -71,4 +75,52 @@ func (l *Lab) WaitClientExit(ctx context.Context, client int, want string) (Echo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// CheckVendor reports knobs (KEY=VALUE, fakes.Knobs) that a lab would
+// refuse, without bringing one up.
+func CheckVendor(knobs []string) error {
+	_, err := vendorInfo(fakes.DefaultLabInfo("", ""), knobs)
+	return err
+}
+
+// vendorInfo applies knobs to li and checks the exit names against the
+// exits the lab's internet serves.
+func vendorInfo(li fakes.LabInfo, knobs []string) (fakes.LabInfo, error) {
+	for _, kv := range knobs {
+		if err := fakes.ApplyKnob(&li, kv); err != nil {
+			return li, err
+		}
+	}
+	for _, name := range li.Vendor.Exits {
+		if !slices.ContainsFunc(Exits, func(n Node) bool { return n.Name == name }) {
+			return li, fmt.Errorf("--vendor exits: %q is not a lab exit (%s)", name, exitNames())
+		}
+	}
+	return li, nil
+}
+
+func exitNames() string {
+	var s []string
+	for _, n := range Exits {
+		s = append(s, n.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// VendorInfo is the lab's lab.json as the fakes read it.
+func (l *Lab) VendorInfo() (fakes.LabInfo, error) { return fakes.LoadLabInfo(l.Dir) }
+
+// SetVendor changes knobs of a running lab (lab.json). The CLI reads them
+// at every call and the account API within fakes.WatchInterval; the proxy
+// reads them when it starts, so proxy-side knobs need a (re)connect.
+func (l *Lab) SetVendor(knobs ...string) error {
+	li, err := fakes.LoadLabInfo(l.Dir)
+	if err != nil {
+		return err
+	}
+	if li, err = vendorInfo(li, knobs); err != nil {
+		return err
+	}
+	return li.Save(l.Dir)
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/bench"
+	"surflare-watchdog/src/lab"
 )
 
 const (
@@ -54,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ipk := fs.String("ipk", "", "glob of the x86_64 ipk to size (default build/ipk/surflare-watchdog_*_x86_64.ipk, from make ipk)")
 	parallel := fs.Int("parallel", 0, "labs at once (default 2, quick 5); each measurement has its own lab")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(bench.Parts, ","))
+	var vendor []string
+	fs.Func("vendor", fmt.Sprintf("knob of the lab's fake vendor client, KEY=VALUE (repeatable; default %s — e.g. --vendor urltest_interval=30)",
+		bench.URLTestCadence(bench.DefaultURLTestS)), func(v string) error { vendor = append(vendor, v); return nil })
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: surflare-bench [--quick] [--out DIR] [flags]   (as root)\n\n"+
 			"Runs the watchdog's benchmark on the lab and writes results.md, results.json and\n"+
@@ -91,6 +95,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *baseScen != "" {
 		o.BaselineScenarios = split(*baseScen)
+	}
+	if len(vendor) > 0 {
+		// The defaults first, so a knob given here replaces its default.
+		o.Vendor = append(o.Vendor, vendor...)
+		if err := lab.CheckVendor(o.Vendor); err != nil {
+			fmt.Fprintf(stderr, "surflare-bench: %v\n", err)
+			return exitUsage
+		}
 	}
 	for _, p := range split(*skip) {
 		if !contains(bench.Parts, p) {

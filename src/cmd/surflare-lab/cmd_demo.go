@@ -114,12 +114,17 @@ func runDemo(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	var sets setFlags
 	fs.Var(&sets, "set", "override in the daemon's lab config, surflare.SECTION.OPTION=VALUE (repeatable)")
+	vendor := vendorFlag(fs)
 	noTour := fs.Bool("no-tour", false, "skip the scripted fault tour")
 	webPort := fs.Int("web-port", lab.LabWebPort, "host port (127.0.0.1) for the daemon's web UI; 0 = any free port")
 	every := fs.Duration("every", time.Second, "how often the LAN client fetches the IP-echo host")
 	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
+	}
+	if err := lab.CheckVendor(*vendor); err != nil {
+		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
+		return exitUsage
 	}
 	if !needRoot("demo") {
 		return exitFailure
@@ -133,7 +138,7 @@ func runDemo(ctx context.Context, args []string) int {
 		fmt.Println("demo limits (a router keeps the shipped ones): " + demoLimitsText)
 	}
 	fmt.Println("building the lab binaries and bringing the lab up …")
-	l, err := lab.Up(ctx, lab.Options{Set: sets, OpenWrt: openwrtOption(*openwrt)})
+	l, err := lab.Up(ctx, lab.Options{Set: sets, Vendor: *vendor, OpenWrt: openwrtOption(*openwrt)})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "surflare-lab demo: %v\n", err)
 		return exitFailure

@@ -30,9 +30,10 @@ func runScenario(ctx context.Context, args []string) int {
 	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	var sets setFlags
 	fs.Var(&sets, "set", "daemon config override surflare.SECTION.OPTION=VALUE (repeatable; applied after the scenario's own)")
+	vendor := vendorFlag(fs)
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: surflare-lab scenario NAME [--runs N] [--json] [--set surflare.S.O=V]...\n\n")
+		fmt.Fprintf(w, "Usage: surflare-lab scenario NAME [--runs N] [--json] [--set surflare.S.O=V]... [--vendor KEY=VALUE]...\n\n")
 		fmt.Fprintf(w, "Each run brings up a fresh lab, starts the daemon with short intervals, waits until it\n")
 		fmt.Fprintf(w, "is healthy, injects the fault and measures detect_s, recover_s, nodes tried and leaked\n")
 		fmt.Fprintf(w, "packets. Scenarios:\n")
@@ -69,6 +70,10 @@ func runScenario(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "surflare-lab scenario: %v\n", err)
 		return exitUsage
 	}
+	if err := lab.CheckVendor(*vendor); err != nil {
+		fmt.Fprintf(os.Stderr, "surflare-lab scenario: %v\n", err)
+		return exitUsage
+	}
 	if !needRoot("scenario") {
 		return exitFailure
 	}
@@ -76,7 +81,7 @@ func runScenario(ctx context.Context, args []string) int {
 	if *verbose {
 		logger = slog.Default()
 	}
-	o := lab.ScenarioOptions{Runs: *runs, Set: sets, Log: logger, Progress: os.Stderr, OpenWrt: openwrtOption(*openwrt)}
+	o := lab.ScenarioOptions{Runs: *runs, Set: sets, Vendor: *vendor, Log: logger, Progress: os.Stderr, OpenWrt: openwrtOption(*openwrt)}
 	res, err := lab.RunScenario(ctx, name, o)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		fmt.Fprintf(os.Stderr, "surflare-lab scenario %s: %v\n", name, err)

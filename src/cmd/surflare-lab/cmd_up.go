@@ -26,6 +26,7 @@ func runUp(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	var sets setFlags
 	fs.Var(&sets, "set", "override in the daemon's lab config, surflare.SECTION.OPTION=VALUE (repeatable)")
+	vendor := vendorFlag(fs)
 	clients := fs.Int("clients", 2, "number of LAN clients (1-3)")
 	detach := fs.Bool("detach", false, "run the lab in the background; stop it with surflare-lab down")
 	pidfile := fs.String("pidfile", "", "with --detach: write the lab holder's pid here")
@@ -35,6 +36,10 @@ func runUp(ctx context.Context, args []string) int {
 	openwrt := fs.Bool("openwrt", false, openwrtUsage)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
+	}
+	if err := lab.CheckVendor(*vendor); err != nil {
+		fmt.Fprintf(os.Stderr, "surflare-lab up: %v\n", err)
+		return exitUsage
 	}
 	if !needRoot("up") {
 		return exitFailure
@@ -46,7 +51,7 @@ func runUp(ctx context.Context, args []string) int {
 	if *child {
 		report = func(string, ...any) {}
 	}
-	l, err := lab.Up(ctx, lab.Options{Clients: *clients, Set: sets, NoServers: *noServers, OpenWrt: openwrtOption(*openwrt)})
+	l, err := lab.Up(ctx, lab.Options{Clients: *clients, Set: sets, Vendor: *vendor, NoServers: *noServers, OpenWrt: openwrtOption(*openwrt)})
 	if err != nil {
 		childReport(*child, "ERR "+err.Error())
 		fmt.Fprintf(os.Stderr, "surflare-lab up: %v\n", err)

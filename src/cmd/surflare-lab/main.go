@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"surflare-watchdog/src/lab/fakes"
 	"syscall"
 )
 
@@ -112,3 +113,14 @@ type setFlags []string
 
 func (s *setFlags) String() string     { return strings.Join(*s, " ") }
 func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+// vendorFlag registers the repeatable --vendor KEY=VALUE flag on fs.
+func vendorFlag(fs *flag.FlagSet) *setFlags {
+	var v setFlags
+	var keys []string
+	for _, k := range fakes.Knobs {
+		keys = append(keys, k.Key)
+	}
+	fs.Var(&v, "vendor", "knob of the fake vendor client, KEY=VALUE (repeatable; keys: "+strings.Join(keys, ", ")+"; see src/lab/fakes/README.md)")
+	return &v
+}

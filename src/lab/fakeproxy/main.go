@@ -1,9 +1,11 @@
 // Command surflare-proxy is the lab's fake of the vendor's sing-box based
-// proxy: a real transparent (tproxy) TCP proxy on 127.0.0.1:10800 that sends
-// every connection through a lab relay to the chosen exit node, marks its
-// own sockets with SO_MARK 0xff, and runs urltest for every node x transit
-// pair, logging failures in sing-box's format. Faults (domestic_exit,
-// proxy_loop) come from the lab's faults.json.
+// proxy: a real transparent (tproxy) TCP and UDP proxy on 127.0.0.1:10800
+// that sends every connection through a lab relay (or straight, for a
+// single hop) to the chosen exit node, marks its own sockets with SO_MARK
+// 0xff, routes by mode (rule mode by the vendor's list, see the vendor
+// knobs in lab.json) and runs urltest for every node x transit pair,
+// logging failures in sing-box's format. Faults (domestic_exit, proxy_loop)
+// come from the lab's faults.json.
 //
 // It finds its lab from its own path (<labdir>/bin/surflare-proxy) or
 // $SURFLARE_LAB_DIR, and takes node and transit from the fake CLI's state.
@@ -87,8 +89,17 @@ func run() error {
 		urltestEvery:     time.Duration(li.URLTestIntervalS) * time.Second,
 		urltestTimeout:   urltestTimeout(li),
 	}
-	for _, n := range lab.Nodes {
-		p.nodes = append(p.nodes, n.Name)
+	p.mode, p.vendor = st.Mode, li.Vendor
+	// urltest and node auto cover the exits the client offers (E1).
+	p.nodes = append(p.nodes, li.Vendor.Exits...)
+	if len(p.nodes) == 0 {
+		for _, n := range lab.Nodes {
+			p.nodes = append(p.nodes, n.Name)
+		}
+	}
+	p.exits = map[string]netip.AddrPort{}
+	for _, n := range lab.Exits {
+		p.exits[n.Name] = netip.AddrPortFrom(n.Addr, lab.ExitPort)
 	}
 	if p.node == "" {
 		p.node = lab.Nodes[0].Name
@@ -102,14 +113,32 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if d := time.Duration(li.Vendor.ProxyDelayMS) * time.Millisecond; d > 0 {
+		// E6: the tunnel comes up a while after connect --daemon returned.
+		log.Info(fmt.Sprintf("surflare-proxy starting: pid=%d, listening in %s", os.Getpid(), d))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil
+		}
+	}
 	listenAddr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), lab.ProxyPort).String()
 	ln, err := p.listen(ctx, listenAddr)
 	if err != nil {
 		log.Error(0, 0, "inbound/tproxy[tproxy-in]: "+err.Error())
 		return err
 	}
-	log.Info(fmt.Sprintf("surflare-proxy started: pid=%d node=%q transit=%s mode=%s listen=%s nofile=%d",
-		os.Getpid(), p.node, p.transit, st.Mode, listenAddr, nofile))
+	if li.Vendor.UDP {
+		// E8: the real proxy captures UDP too.
+		uc, err := p.listenUDP(listenAddr)
+		if err != nil {
+			log.Error(0, 0, "inbound/tproxy[tproxy-in]: "+err.Error())
+			return err
+		}
+		go p.serveUDP(ctx, uc)
+	}
+	log.Info(fmt.Sprintf("surflare-proxy started: pid=%d node=%q transit=%s mode=%s listen=%s nofile=%d udp=%v",
+		os.Getpid(), p.node, p.transit, st.Mode, listenAddr, nofile, li.Vendor.UDP))
 	go p.urltestLoop(ctx)
 	p.serve(ctx, ln)
 	log.Info("surflare-proxy stopped")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,13 @@ type proxy struct {
 	// direct are destinations sent without the tunnel (rule mode: the
 	// domestic network, like sing-box's geoip-cn -> direct rule).
 	direct []netip.Prefix
+	// mode is the connect --mode: "rule" (or ""), "global" or "direct".
+	mode string
+	// vendor holds the knobs the proxy follows (rule routing, log format).
+	vendor fakes.Vendor
+	// exits are the exits' tunnel addresses by name, for single-hop
+	// connections (transit none) and for node auto.
+	exits map[string]netip.AddrPort
 
 	faults *fakes.Watcher
 	log    *logFile
@@ -115,10 +123,15 @@ func (p *proxy) handle(ctx context.Context, c net.Conn, self netip.AddrPort) {
 	}
 	start := time.Now()
 	f := p.faults.Current()
+	var head []byte
+	host := ""
+	if p.sniffs() {
+		head, host = sniffHTTP(c)
+	}
 	var up net.Conn
 	var err error
 	route := "direct"
-	if f.DomesticExit || p.isDirect(dst.Addr()) {
+	if p.goesDirect(f, host, dst.Addr(), false) {
 		d := p.dialer(f)
 		d.Timeout = p.handshakeTimeout
 		up, err = d.DialContext(ctx, "tcp", dst.String())
@@ -126,14 +139,104 @@ func (p *proxy) handle(ctx context.Context, c net.Conn, self netip.AddrPort) {
 		route = p.node + " via " + p.transit
 		up, err = p.openTunnel(ctx, f, p.node, p.transit, dst.String())
 	}
+	if err == nil && len(head) > 0 {
+		_, err = up.Write(head)
+	}
 	if err != nil {
-		p.log.Error(rand.Uint32(), time.Since(start),
-			fmt.Sprintf("connection: open connection to %s using outbound/selector[%s]: %v", dst, route, err))
+		p.logFailed(start, addrPort(c.RemoteAddr()), dst, route, err)
+		if up != nil {
+			up.Close()
+		}
 		fakes.Reset(c)
 		return
 	}
 	fakes.Pipe(ctx, c, up, nil)
 }
+
+// sniffs reports whether routing needs the HTTP host (rule mode with the
+// vendor's list, E3).
+func (p *proxy) sniffs() bool {
+	return p.ruleMode() && p.vendor.RuleRouting == fakes.RoutingList
+}
+
+func (p *proxy) ruleMode() bool { return p.mode == "" || p.mode == "rule" }
+
+// goesDirect is the routing decision for one connection to dst (host as
+// sniffed, "" if none): the domestic_exit fault and mode direct send
+// everything direct, mode global nothing; rule mode sends the domestic
+// range direct and then, with the vendor's list (E3), everything not on
+// it, with the old fake's routing (legacy) nothing else. DNS over UDP in
+// rule mode takes the plain path, where it can be poisoned.
+func (p *proxy) goesDirect(f fakes.Faults, host string, dst netip.Addr, dns bool) bool {
+	switch {
+	case f.DomesticExit || p.mode == "direct":
+		return true
+	case p.mode == "global":
+		return false
+	case p.isDirect(dst):
+		return true
+	case p.vendor.RuleRouting == fakes.RoutingList:
+		return !p.vendor.RuleMatch(host, dst)
+	}
+	return dns
+}
+
+// logFailed logs a failed proxied connection at ERROR as stock sing-box
+// does (DESIGN §9), in the log_format knob's version.
+func (p *proxy) logFailed(start time.Time, src, dst netip.AddrPort, route string, err error) {
+	msg := dialError(dst, err)
+	switch p.vendor.LogFormat {
+	case fakes.LogNone:
+		return
+	case fakes.LogSingBox18:
+		msg = fmt.Sprintf("inbound/tproxy[tproxy-in]: process connection from %s: %s", src, msg)
+	default:
+		typ := "vless"
+		if route == "direct" {
+			typ = "direct"
+		}
+		msg = fmt.Sprintf("connection: open connection to %s using outbound/%s[%s]: %s", dst, typ, route, msg)
+	}
+	p.log.Error(rand.Uint32(), time.Since(start), msg)
+}
+
+// dialError words err as sing-box's dialer does: a timeout is
+// "dial tcp DST: i/o timeout"; other errors keep their own words.
+func dialError(dst netip.AddrPort, err error) string {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return "dial tcp " + dst.String() + ": i/o timeout"
+	}
+	return err.Error()
+}
+
+// sniffHTTP reads what the client sends first (up to 4 KiB, at most
+// sniffTimeout) and returns it with the HTTP Host header, if any: the
+// vendor's rule mode routes by domain, as sing-box's sniffing does.
+func sniffHTTP(c net.Conn) ([]byte, string) {
+	c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	buf := make([]byte, 0, 4096)
+	for len(buf) < cap(buf) {
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if i := strings.Index(string(buf), "\r\n\r\n"); i >= 0 || err != nil {
+			break
+		}
+	}
+	for _, line := range strings.Split(string(buf), "\r\n")[1:] {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "host") {
+			return buf, strings.TrimSpace(v)
+		}
+		if line == "" {
+			break
+		}
+	}
+	return buf, ""
+}
+
+// sniffTimeout bounds how long the proxy waits for a client's first bytes.
+const sniffTimeout = 500 * time.Millisecond
 
 // dialer returns a dialer for the proxy's own outbound sockets: marked
 // 0xff so the policy rules let them out directly, unless the proxy_loop
@@ -169,6 +272,17 @@ func (p *proxy) openTunnel(ctx context.Context, f fakes.Faults, node, transit, d
 		defer cancel()
 		return d.DialContext(dctx, network, addr)
 	}
+	if node == fakes.NodeAuto {
+		return p.openAuto(ctx, f, transit, dst)
+	}
+	if transit == fakes.TransitNone {
+		// E4: single hop, straight to the exit's tunnel port.
+		exit, ok := p.exits[node]
+		if !ok {
+			return nil, fmt.Errorf("unknown exit %q", node)
+		}
+		return fakes.DialTunnel(ctx, dial, exit.String(), node, dst)
+	}
 	var errs []error
 	for _, r := range p.relays {
 		if transit != fakes.TransitAuto && transit != r.Name {
@@ -198,4 +312,24 @@ func (p *proxy) isDirect(a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// openAuto is node auto (E1): the client picks the exit, here the first of
+// the exits (in list order) whose tunnel opens.
+func (p *proxy) openAuto(ctx context.Context, f fakes.Faults, transit, dst string) (net.Conn, error) {
+	var errs []error
+	for _, n := range p.nodes {
+		c, err := p.openTunnel(ctx, f, n, transit, dst)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, errors.New("node auto: no exits")
+	}
+	return nil, errors.Join(errs...)
 }

@@ -65,6 +65,10 @@ func newRig(t *testing.T, node, transit string) *rig {
 	for _, n := range lab.Nodes {
 		r.p.nodes = append(r.p.nodes, n.Name)
 	}
+	r.p.exits = map[string]netip.AddrPort{}
+	for _, n := range r.world.Nodes {
+		r.p.exits[n.Name] = netip.AddrPortFrom(n.Addr, r.world.ExitPort)
+	}
 	r.dst.Store(netip.AddrPortFrom(r.world.IPEcho[0], r.world.HTTPPort))
 	ln, err := r.p.listen(ctx, "127.0.0.1:0")
 	if err != nil {
@@ -88,13 +92,19 @@ func (r *rig) faults(t *testing.T, change func(*fakes.Faults)) {
 // echo asks the IP-echo host, through the proxy, who is calling.
 func (r *rig) echo(t *testing.T) (internet.EchoReply, error) {
 	t.Helper()
+	return r.echoHost(t, "echo")
+}
+
+// echoHost asks the IP echo through the proxy with HTTP Host host.
+func (r *rig) echoHost(t *testing.T, host string) (internet.EchoReply, error) {
+	t.Helper()
 	c, err := net.Dial("tcp", r.addr)
 	if err != nil {
 		return internet.EchoReply{}, err // a reset can beat connect's return
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: echo\r\nConnection: close\r\n\r\n")
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		return internet.EchoReply{}, err
@@ -152,14 +162,84 @@ func TestProxyDomesticExitBypassesTunnel(t *testing.T) {
 	}
 }
 
+// A failed connection is logged at ERROR in stock sing-box's words, in
+// the version the log_format knob names (DESIGN §9), or not at all.
 func TestProxyDeadNodeResetsClientAndLogs(t *testing.T) {
-	r := newRig(t, "Dallas", "Tokyo")
-	r.faults(t, func(f *fakes.Faults) { f.NodeDown = []string{"Dallas"} })
-	if e, err := r.echo(t); err == nil {
-		t.Fatalf("dead node answered: %+v", e)
+	for _, c := range []struct {
+		format string
+		want   *regexp.Regexp
+	}{
+		{fakes.LogSingBox112, regexp.MustCompile(`ERROR \[\d+ \d+\.\ds\] connection: open connection to 127\.[0-9.]+:\d+ using outbound/vless\[Dallas via Tokyo\]: .*connection reset by peer`)},
+		{fakes.LogSingBox18, regexp.MustCompile(`ERROR \[\d+ \d+\.\ds\] inbound/tproxy\[tproxy-in\]: process connection from 127\.0\.0\.1:\d+: .*connection reset by peer`)},
+		{fakes.LogNone, nil},
+	} {
+		t.Run(c.format, func(t *testing.T) {
+			r := newRig(t, "Dallas", "Tokyo")
+			r.p.vendor.LogFormat = c.format
+			r.faults(t, func(f *fakes.Faults) { f.NodeDown = []string{"Dallas"} })
+			if e, err := r.echo(t); err == nil {
+				t.Fatalf("dead node answered: %+v", e)
+			}
+			log := r.logText(t)
+			if c.want == nil {
+				if strings.Contains(log, "ERROR") {
+					t.Fatalf("log_format=none logged:\n%s", log)
+				}
+				return
+			}
+			if !c.want.MatchString(log) {
+				t.Fatalf("no %s connection error logged:\n%s", c.format, log)
+			}
+		})
 	}
-	if log := r.logText(t); !strings.Contains(log, "ERROR [") || !strings.Contains(log, "outbound/selector[Dallas via Tokyo]") {
-		t.Fatalf("no connection error logged:\n%s", log)
+}
+
+func TestDialErrorWordsTimeoutsLikeSingBox(t *testing.T) {
+	dst := netip.MustParseAddrPort("198.18.30.1:443")
+	if got := dialError(dst, context.DeadlineExceeded); got != "dial tcp 198.18.30.1:443: i/o timeout" {
+		t.Errorf("timeout worded %q", got)
+	}
+}
+
+// E4: without a transit the proxy goes straight to the exit; E1: node
+// auto takes the first exit that answers.
+func TestProxySingleHopAndAuto(t *testing.T) {
+	r := newRig(t, "Chicago", fakes.TransitNone)
+	if e, err := r.echo(t); err != nil || e.IP != r.exitAddr("Chicago") {
+		t.Fatalf("single hop: %+v %v", e, err)
+	}
+	// Every relay down: a single hop does not care.
+	r.faults(t, func(f *fakes.Faults) { f.NodeDown = []string{"Tokyo", "Singapore"} })
+	if e, err := r.echo(t); err != nil || e.IP != r.exitAddr("Chicago") {
+		t.Fatalf("single hop with the relays down: %+v %v", e, err)
+	}
+	a := newRig(t, fakes.NodeAuto, fakes.TransitAuto)
+	a.faults(t, func(f *fakes.Faults) { f.NodeDown = []string{"Dallas"} })
+	if e, err := a.echo(t); err != nil || e.IP != a.exitAddr("Los Angeles") {
+		t.Fatalf("auto with Dallas down: %+v %v, want Los Angeles", e, err)
+	}
+}
+
+// E3: rule mode with the vendor's list tunnels only listed hosts; the
+// legacy routing tunnels everything but the domestic range.
+func TestProxyRuleModeRoutesByTheVendorList(t *testing.T) {
+	for _, c := range []struct {
+		routing, host string
+		tunnel        bool
+	}{
+		{fakes.RoutingList, "blocked.ipecho.lab", true},
+		{fakes.RoutingList, "open.ipecho.lab", false},
+		{fakes.RoutingLegacy, "open.ipecho.lab", true},
+	} {
+		r := newRig(t, "Dallas", fakes.TransitAuto)
+		r.p.mode, r.p.vendor.RuleRouting, r.p.vendor.RuleList = "rule", c.routing, fakes.DefaultRuleList
+		e, err := r.echoHost(t, c.host)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.routing, c.host, err)
+		}
+		if tunnelled := e.IP == r.exitAddr("Dallas"); tunnelled != c.tunnel {
+			t.Errorf("rule_routing=%s, Host %s: echo saw %s, tunnelled=%v, want %v", c.routing, c.host, e.IP, tunnelled, c.tunnel)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestLabInfoDefaultsAndSave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if li.Prefix != "swx" || li.URLTestIntervalS != 5 || li.ProxyLog != filepath.Join(dir, "log", "surflare-proxy.log") {
+	if li.Prefix != "swx" || li.URLTestIntervalS != DefaultURLTestIntervalS || li.ProxyLog != filepath.Join(dir, "log", "surflare-proxy.log") {
 		t.Fatalf("defaults not applied: %+v", li)
 	}
 	li.URLTestIntervalS = 2
@@ -103,7 +104,7 @@ func TestLabInfoDefaultsAndSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	back, err := LoadLabInfo(dir)
-	if err != nil || back != li {
+	if err != nil || !reflect.DeepEqual(back, li) {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 }

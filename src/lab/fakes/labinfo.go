@@ -49,6 +49,8 @@ type LabInfo struct {
 	ProxyNofile int `json:"proxy_nofile,omitempty"`
 	// URLTestTimeoutMS bounds one urltest request (0 = 2000 ms).
 	URLTestTimeoutMS int `json:"urltest_timeout_ms,omitempty"`
+	// Vendor holds the knobs of the fakes' behaviour (see Vendor, Knobs).
+	Vendor Vendor `json:"vendor"`
 }
 
 // DefaultLabInfo returns the facts for a lab rooted at labDir with the plan's
@@ -60,9 +62,10 @@ func DefaultLabInfo(labDir, prefix string) LabInfo {
 		StateDir:         filepath.Join(labDir, "state"),
 		APIURL:           "http://198.18.40.1/",
 		URLTestURL:       "http://198.18.30.21/generate_204",
-		URLTestIntervalS: 5,
+		URLTestIntervalS: DefaultURLTestIntervalS,
 		LANIf:            "br-lan",
 		WANIf:            "pppoe-wan",
+		Vendor:           DefaultVendor(),
 	}
 }
 

@@ -29,6 +29,10 @@ type State struct {
 // TransitAuto selects the first relay that answers.
 const TransitAuto = "auto"
 
+// TransitNone is a single-hop connection straight to the exit (E4: connect
+// without --transit); status shows it as "transit: none".
+const TransitNone = "none"
+
 // StatePath returns the state file of a lab.
 func StatePath(li LabInfo) string { return filepath.Join(li.StateDir, StateFile) }
 

@@ -174,3 +174,40 @@ func Reset(c net.Conn) {
 	}
 	c.Close()
 }
+
+// UDP over the tunnel (E8: the real proxy captures UDP too). The CONNECT
+// line names the destination as "udp/ADDR:PORT"; after OK, each datagram
+// travels both ways as a 2-byte big-endian length and its bytes. Relays
+// pass the line and the bytes on unchanged; the exit sends the datagrams
+// from its own address.
+
+// UDPPrefix marks a UDP destination in a CONNECT line.
+const UDPPrefix = "udp/"
+
+// MaxDatagram bounds one datagram on the tunnel.
+const MaxDatagram = 65535
+
+// WriteDatagram writes one framed datagram to w in a single write.
+func WriteDatagram(w io.Writer, b []byte) error {
+	if len(b) > MaxDatagram {
+		return fmt.Errorf("datagram of %d bytes is too large", len(b))
+	}
+	frame := make([]byte, 2+len(b))
+	frame[0], frame[1] = byte(len(b)>>8), byte(len(b))
+	copy(frame[2:], b)
+	_, err := w.Write(frame)
+	return err
+}
+
+// ReadDatagram reads one framed datagram from r.
+func ReadDatagram(r io.Reader) ([]byte, error) {
+	var n [2]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, int(n[0])<<8|int(n[1]))
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

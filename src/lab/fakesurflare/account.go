@@ -71,7 +71,12 @@ func (e *env) accountCheck(ctx context.Context, st fakes.State) string {
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return apiError(resp)
+		msg := apiError(resp)
+		if msg == internet.ErrTokenExpired {
+			// E9: an expired auth.dat makes connect fail this way.
+			return msgAccountCheck
+		}
+		return msg
 	default:
 		return msgAccountCheck
 	}

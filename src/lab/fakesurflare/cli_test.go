@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -50,6 +51,8 @@ func newAPILab(t *testing.T) *apiLab {
 	var tick atomic.Int64
 	clock := func() time.Time { return time.Unix(tick.Add(1), 0) }
 	cfg := internet.LoopbackConfig(base, fakes.NewWatcher(l.dir, clock))
+	info := fakes.NewInfoWatcher(l.dir)
+	cfg.Vendor = func() fakes.Vendor { return info.Current().Vendor }
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := internet.Start(ctx, cfg)
 	if err != nil {
@@ -70,6 +73,21 @@ func (l *apiLab) faults(t *testing.T, change func(*fakes.Faults)) {
 	if _, err := fakes.Update(l.dir, time.Now(), change); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// knobs sets vendor knobs in the lab's lab.json and waits out the account
+// API's re-read interval.
+func (l *apiLab) knobs(t *testing.T, kvs ...string) {
+	t.Helper()
+	for _, kv := range kvs {
+		if err := fakes.ApplyKnob(&l.info, kv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.info.Save(l.dir); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(fakes.WatchInterval + 50*time.Millisecond)
 }
 
 func (l *apiLab) cmd(args ...string) *exec.Cmd {
@@ -288,9 +306,16 @@ func TestNodesAndConnectValidation(t *testing.T) {
 	for _, n := range lab.Nodes {
 		want = append(want, n.Name)
 	}
-	if code != 0 || out != strings.Join(want, "\n")+"\n" {
+	// E1: Tokyo is an exit too, by default.
+	if code != 0 || out != strings.Join(append(slices.Clone(want), "Tokyo"), "\n")+"\n" {
 		t.Fatalf("nodes: %d %q", code, out)
 	}
+	// The old list, and auto listed first.
+	l.knobs(t, "exits=us", "auto=listed")
+	if out, code := l.runCLI(t, "nodes"); code != 0 || out != strings.Join(append([]string{"auto"}, want...), "\n")+"\n" {
+		t.Fatalf("nodes with exits=us auto=listed: %d %q", code, out)
+	}
+	l.knobs(t, "exits=Dallas,Tokyo", "auto=accepted")
 	for _, args := range [][]string{
 		{"connect", "--node", "Atlantis", "--daemon"},
 		{"connect", "--node", "Los", "Angeles", "--daemon"},
@@ -301,10 +326,93 @@ func TestNodesAndConnectValidation(t *testing.T) {
 			t.Errorf("%q accepted: %s", args, out)
 		}
 	}
+	// Valid arguments get as far as the session check.
+	for _, args := range [][]string{
+		{"connect", "--node", "Tokyo", "--daemon"},
+		{"connect", "--node", "auto", "--mode", "direct", "--daemon"},
+		{"connect", "--node", "Dallas", "--mode", "global", "--daemon"},
+	} {
+		if out, code := l.runCLI(t, args...); code == 0 || !strings.Contains(out, "not logged in") {
+			t.Fatalf("%q before login: %d %s", args, code, out)
+		}
+	}
+	// The old fake: no auto, no direct mode, the six US exits.
+	l.knobs(t, "exits=us", "auto=off", "modes=rule,global")
+	for _, args := range [][]string{
+		{"connect", "--node", "auto", "--daemon"},
+		{"connect", "--node", "Tokyo", "--daemon"},
+		{"connect", "--node", "Dallas", "--mode", "direct", "--daemon"},
+	} {
+		if out, code := l.runCLI(t, args...); code == 0 || strings.Contains(out, "not logged in") {
+			t.Errorf("%q accepted by the old fake: %d %s", args, code, out)
+		}
+	}
 	if out, code := l.runCLI(t, "connect", "--node", "Los Angeles", "--daemon"); code == 0 || !strings.Contains(out, "not logged in") {
 		t.Fatalf("connect before login: %d %s", code, out)
 	}
 	if _, code := l.runCLI(t, "bogus"); code != exitUsage {
 		t.Fatalf("unknown command: code %d", code)
+	}
+}
+
+// E10: the login knob removes the prompt (argv) or the -p form (pty).
+func TestLoginForms(t *testing.T) {
+	l := newAPILab(t)
+	l.knobs(t, "login=argv")
+	if out, code := l.runCLI(t, "login", "-u", "a@b.c", "--remember"); code != exitUsage || !strings.Contains(out, "-p PASSWORD is required") {
+		t.Errorf("login=argv without -p: %d %s", code, out)
+	}
+	if out, code := l.runCLI(t, "login", "-u", "a@b.c", "-p", fakes.LabPassword, "--remember"); code != 0 {
+		t.Errorf("login=argv with -p: %d %s", code, out)
+	}
+	l.knobs(t, "login=pty")
+	if out, code := l.runCLI(t, "login", "-u", "a@b.c", "-p", fakes.LabPassword, "--remember"); code != exitUsage || !strings.Contains(out, "-p") {
+		t.Errorf("login=pty with -p: %d %s", code, out)
+	}
+	if out, code := l.ptyLogin(t, fakes.LabPassword); code != 0 {
+		t.Errorf("login=pty on a terminal: %d %s", code, out)
+	}
+}
+
+// E9: an expired token fails connect with "Account check failed" while
+// status stays silent, or (token_expiry=status) status says so.
+func TestTokenExpiry(t *testing.T) {
+	l := newAPILab(t)
+	l.knobs(t, "token_ttl=1s")
+	if out, code := l.runCLI(t, "login", "-u", "a@b.c", "-p", fakes.LabPassword, "--remember"); code != 0 {
+		t.Fatalf("login: %s", out)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if out, _ := l.runCLI(t, "status"); strings.Contains(out, "expired") {
+		t.Errorf("token_expiry=account_check: status knows of the expiry:\n%s", out)
+	}
+	if out, code := l.runCLI(t, "connect", "--node", "Dallas", "--daemon"); code == 0 || !strings.Contains(out, "Account check failed") {
+		t.Errorf("connect with an expired token: %d %s", code, out)
+	}
+	l.knobs(t, "token_expiry=status")
+	if out, _ := l.runCLI(t, "status"); !strings.Contains(out, "session expired") {
+		t.Errorf("token_expiry=status: status silent:\n%s", out)
+	}
+	l.knobs(t, "token_ttl=0")
+	if out, _ := l.runCLI(t, "status"); strings.Contains(out, "expired") {
+		t.Errorf("token_ttl=0: still expired:\n%s", out)
+	}
+}
+
+// E9: a tunnel-only (or lossy) API resets a caller that is not an exit.
+func TestAPIAccessKnobs(t *testing.T) {
+	l := newAPILab(t)
+	login := func() (string, int) {
+		return l.runCLI(t, "login", "-u", "a@b.c", "-p", fakes.LabPassword, "--remember")
+	}
+	for _, kv := range []string{"api_access=tunnel", "api_loss=100"} {
+		l.knobs(t, "api_access=any", "api_loss=0", kv)
+		if out, code := login(); code == 0 || !strings.Contains(out, "network error") {
+			t.Errorf("%s: login from outside the tunnel: %d %s", kv, code, out)
+		}
+	}
+	l.knobs(t, "api_access=any", "api_loss=0")
+	if out, code := login(); code != 0 {
+		t.Errorf("api_access=any: %d %s", code, out)
 	}
 }

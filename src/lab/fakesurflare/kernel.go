@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"surflare-watchdog/src/lab"
+	"surflare-watchdog/src/lab/fakes"
 )
 
 // Names and priorities of the vendor's kernel state (SURFLARE-CONTRACT.md).
@@ -66,9 +67,14 @@ func tunnelTable() *nftables.Table {
 //	chain prerouting { type filter hook prerouting priority -150;
 //	  meta mark 0x1 meta nfproto ipv4 meta l4proto tcp tproxy ip to 127.0.0.1:10800 }
 //
-// Only TCP is captured (the fake proxy is TCP-only); UDP is left to routing,
-// i.e. to the watchdog's kill switch and DNS enforcement.
-func installTable(c *nftables.Conn) error {
+// With the udp knob (E8, the default) UDP is marked and tproxied the same way:
+//
+//	chain output { …; meta nfproto ipv4 meta l4proto udp meta mark set 0x1 }
+//	chain prerouting { …; meta mark 0x1 meta nfproto ipv4 meta l4proto udp tproxy ip to 127.0.0.1:10800 }
+//
+// With udp=0 only TCP is captured and UDP is left to routing, i.e. to the
+// watchdog's kill switch and DNS enforcement (the old fake).
+func installTable(c *nftables.Conn, udp bool) error {
 	t := tunnelTable()
 	c.AddTable(t)
 	c.DelTable(t) // add+delete+add: a fresh table even if one was left behind
@@ -102,22 +108,28 @@ func installTable(c *nftables.Conn) error {
 			&expr.Verdict{Kind: expr.VerdictReturn},
 		},
 		join(matchV4Proto(unix.IPPROTO_ICMP), verdict(expr.VerdictDrop)),
-		join(matchV4Proto(unix.IPPROTO_TCP), []expr.Any{
-			&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(lab.MarkTunnel)},
-			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
-		}),
 	} {
 		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: r})
 	}
-	c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: join(
-		matchMark(lab.MarkTunnel),
-		matchV4Proto(unix.IPPROTO_TCP),
-		[]expr.Any{
-			&expr.Immediate{Register: 1, Data: net.IPv4(127, 0, 0, 1).To4()},
-			&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(lab.ProxyPort)},
-			&expr.TProxy{Family: byte(nftables.TableFamilyIPv4), TableFamily: byte(nftables.TableFamilyINet), RegAddr: 1, RegPort: 2},
-		},
-	)})
+	protos := []byte{unix.IPPROTO_TCP}
+	if udp {
+		protos = append(protos, unix.IPPROTO_UDP)
+	}
+	for _, proto := range protos {
+		c.AddRule(&nftables.Rule{Table: t, Chain: out, Exprs: join(matchV4Proto(proto), []expr.Any{
+			&expr.Immediate{Register: 1, Data: binaryutil.NativeEndian.PutUint32(lab.MarkTunnel)},
+			&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: 1},
+		})})
+		c.AddRule(&nftables.Rule{Table: t, Chain: pre, Exprs: join(
+			matchMark(lab.MarkTunnel),
+			matchV4Proto(proto),
+			[]expr.Any{
+				&expr.Immediate{Register: 1, Data: net.IPv4(127, 0, 0, 1).To4()},
+				&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(lab.ProxyPort)},
+				&expr.TProxy{Family: byte(nftables.TableFamilyIPv4), TableFamily: byte(nftables.TableFamilyINet), RegAddr: 1, RegPort: 2},
+			},
+		)})
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("creating table inet %s: %w", tableName, err)
 	}
@@ -229,14 +241,16 @@ func addTunnelRule() error {
 	return nil
 }
 
-// installRouting makes sure exactly the vendor's rule (at least one) and
-// route exist.
-func installRouting() error {
+// installRouting makes sure the vendor's rule (at least one) and route
+// exist. With again (the disconnect=strict knob, E7) it adds the rule
+// whatever is there, as a client that runs `ip rule add` on every connect
+// does: leftover rules then pile up.
+func installRouting(again bool) error {
 	n, err := countTunnelRules()
 	if err != nil {
 		return err
 	}
-	if n == 0 {
+	if n == 0 || again {
 		if err := addTunnelRule(); err != nil {
 			return err
 		}
@@ -272,16 +286,17 @@ func removeRouting() error {
 	return nil
 }
 
-// installKernelState creates the vendor's table, rule and route.
-func installKernelState() error {
+// installKernelState creates the vendor's table, rule and route as the
+// knobs v say.
+func installKernelState(v fakes.Vendor) error {
 	c, err := nftables.New()
 	if err != nil {
 		return fmt.Errorf("opening nftables: %w", err)
 	}
-	if err := installTable(c); err != nil {
+	if err := installTable(c, v.UDP); err != nil {
 		return err
 	}
-	return installRouting()
+	return installRouting(v.DisconnectStrict)
 }
 
 // removeKernelState removes them again (missing pieces are fine).

@@ -14,9 +14,22 @@ import (
 )
 
 func cmdLogin(e *env, args []string) int {
-	fs := e.flags("login", "-u EMAIL [-p PASSWORD] [--remember]")
+	// The login knob (E10) decides which forms exist: -p on the command
+	// line, the terminal prompt, or both.
+	form := e.info.Vendor.Login
+	synopsis := "-u EMAIL [-p PASSWORD] [--remember]"
+	switch form {
+	case fakes.LoginArgv:
+		synopsis = "-u EMAIL -p PASSWORD [--remember]"
+	case fakes.LoginPTY:
+		synopsis = "-u EMAIL [--remember]"
+	}
+	fs := e.flags("login", synopsis)
 	email := fs.String("u", "", "account email")
-	password := fs.String("p", "", "password (prompted on the terminal when absent)")
+	var password *string
+	if form != fakes.LoginPTY {
+		password = fs.String("p", "", "password (prompted on the terminal when absent)")
+	}
 	remember := fs.Bool("remember", false, "keep the session")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -26,13 +39,20 @@ func cmdLogin(e *env, args []string) int {
 		fs.Usage()
 		return exitUsage
 	}
+	pwGiven := false
+	fs.Visit(func(f *flag.Flag) { pwGiven = pwGiven || f.Name == "p" })
+	if !pwGiven && form == fakes.LoginArgv {
+		fmt.Fprintln(e.stderr, "✘ -p PASSWORD is required")
+		fs.Usage()
+		return exitUsage
+	}
 	if e.faults.LoginHang {
 		hangForever()
 	}
-	pw := *password
-	pwGiven := false
-	fs.Visit(func(f *flag.Flag) { pwGiven = pwGiven || f.Name == "p" })
-	if !pwGiven {
+	var pw string
+	if pwGiven {
+		pw = *password
+	} else {
 		var err error
 		if pw, err = promptPassword(); err != nil {
 			return e.fail("Login failed — %v", err)

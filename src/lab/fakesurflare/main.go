@@ -2,8 +2,9 @@
 // implements exactly the behaviour SURFLARE-CONTRACT.md describes — status,
 // connect, disconnect, login (with a /dev/tty password prompt) and nodes —
 // against the lab's account API, with the kernel state (table inet
-// surflare, ip rule, table-100 route) made through netlink, and the faults
-// of the lab's faults.json (auth failures, login_hang, disconnect_half).
+// surflare, ip rule, table-100 route) made through netlink, the faults of
+// the lab's faults.json (auth failures, login_hang, disconnect_half) and the
+// vendor knobs of lab.json (fakes.Vendor: the evidence's E1-E10).
 //
 // It finds its lab from its own path (<labdir>/bin/surflare) or
 // $SURFLARE_LAB_DIR. The account API accepts any email with the password
@@ -131,8 +132,19 @@ func (e *env) sessionProblem(st fakes.State) string {
 		return "session expired"
 	case e.faults.Auth == fakes.AuthSubscription:
 		return "subscription not active"
+	case e.info.Vendor.TokenExpiry == fakes.ExpiryStatus && e.tokenExpired(st):
+		return "session expired"
 	}
 	return ""
+}
+
+// tokenExpired reports whether the stored token is past the token_ttl
+// knob (E9). With token_expiry=account_check only the account API knows
+// (connect then fails "Account check failed"); with token_expiry=status the
+// CLI reads it from its cached token, as the contract's status does.
+func (e *env) tokenExpired(st fakes.State) bool {
+	ttl := time.Duration(e.info.Vendor.TokenTTLS) * time.Second
+	return ttl > 0 && st.LoggedIn && e.now().Sub(st.LoginAt) > ttl
 }
 
 func cmdStatus(e *env, args []string) int {
@@ -167,20 +179,21 @@ func cmdNodes(e *env, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	for _, n := range lab.Nodes {
-		fmt.Fprintln(e.stdout, n.Name)
+	v := e.info.Vendor
+	if v.Auto == fakes.AutoListed {
+		fmt.Fprintln(e.stdout, fakes.NodeAuto)
+	}
+	for _, n := range v.Exits {
+		fmt.Fprintln(e.stdout, n)
 	}
 	return exitOK
 }
 
-// Modes the fake accepts; in rule mode the proxy sends domestic
-// destinations direct, in global mode everything goes through the tunnel.
-var modes = []string{"rule", "global"}
-
 func cmdConnect(e *env, args []string) int {
+	v := e.info.Vendor
 	fs := e.flags("connect", "--node NODE [--mode MODE] [--transit TRANSIT] --daemon")
 	node := fs.String("node", "", "node tag (see surflare nodes)")
-	mode := fs.String("mode", "rule", "routing mode: rule or global")
+	mode := fs.String("mode", "rule", "routing mode: "+strings.Join(v.Modes, ", "))
 	transit := fs.String("transit", fakes.TransitAuto, "transit relay name or auto")
 	daemon := fs.Bool("daemon", false, "run the proxy in the background")
 	if err := fs.Parse(args); err != nil {
@@ -189,17 +202,21 @@ func cmdConnect(e *env, args []string) int {
 	if fs.NArg() > 0 {
 		return e.fail("unexpected argument %q (quote node tags with spaces)", fs.Arg(0))
 	}
-	if !*daemon {
+	if !*daemon && !v.Foreground {
 		return e.fail("the lab's surflare only supports --daemon")
 	}
-	if !isNode(*node) {
+	if !v.AcceptsNode(*node) {
 		return e.fail("unknown node %q (see: surflare nodes)", *node)
 	}
-	if *transit != fakes.TransitAuto && !isRelay(*transit) {
+	transitGiven := false
+	fs.Visit(func(f *flag.Flag) { transitGiven = transitGiven || f.Name == "transit" })
+	if !transitGiven && v.NoTransit == fakes.NoTransitSingle {
+		*transit = fakes.TransitNone // E4: single hop, no relay
+	} else if *transit != fakes.TransitAuto && !isRelay(*transit) {
 		return e.fail("unknown transit %q", *transit)
 	}
-	if !contains(modes, *mode) {
-		return e.fail("unknown mode %q (want rule or global)", *mode)
+	if !contains(v.Modes, *mode) {
+		return e.fail("unknown mode %q (want %s)", *mode, strings.Join(v.Modes, ", "))
 	}
 	st, err := fakes.LoadState(e.info)
 	if err != nil {
@@ -220,10 +237,13 @@ func cmdConnect(e *env, args []string) int {
 	if err := fakes.SaveState(e.info, st); err != nil {
 		return e.fail("%v", err)
 	}
-	if err := installKernelState(); err != nil {
+	if err := installKernelState(v); err != nil {
 		return e.fail("%v", err)
 	}
-	pid, err := startProxy(ctx, e.binDir, e.info.ProxyLog)
+	if !*daemon {
+		return e.foreground(st)
+	}
+	pid, err := startProxy(ctx, e.binDir, e.info, false)
 	if err != nil {
 		return e.fail("%v", err)
 	}
@@ -243,6 +263,13 @@ func cmdDisconnect(e *env, args []string) int {
 	st, err := fakes.LoadState(e.info)
 	if err != nil {
 		return e.fail("%v", err)
+	}
+	// E7: the real client, when it was not fully connected (no live
+	// proxy: crashed, never came up, a killed long-lived CLI), fails and
+	// leaves its table, rule(s) and table-100 route where they are.
+	fully := st.Connected && proxyAlive(e.binDir, st.ProxyPID)
+	if e.info.Vendor.DisconnectStrict && !fully {
+		return e.fail("Disconnect failed: not connected")
 	}
 	if err := stopProxy(e.binDir, st.ProxyPID); err != nil {
 		return e.fail("%v", err)
@@ -264,15 +291,6 @@ func cmdDisconnect(e *env, args []string) int {
 	}
 	fmt.Fprintln(e.stdout, "✔ Disconnected")
 	return exitOK
-}
-
-func isNode(name string) bool {
-	for _, n := range lab.Nodes {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func isRelay(name string) bool {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,11 +44,16 @@ func proxyAlive(binDir string, pid int) bool {
 	return exe == filepath.Join(binDir, fakes.ProxyName) || exe == want
 }
 
-// startProxy launches bin/surflare-proxy detached: its own session, stdin
-// from /dev/null, stdout/stderr appended to the proxy log, and no other
-// descriptor of ours (or of whoever ran us) inherited. It returns once the
-// proxy listens on 127.0.0.1:10800.
-func startProxy(ctx context.Context, binDir, logPath string) (int, error) {
+// startProxy launches bin/surflare-proxy: stdin from /dev/null,
+// stdout/stderr appended to the proxy log. Detached (own session) for
+// connect --daemon; for the long-lived foreground CLI (E7) it stays in our
+// session and dies with us (PR_SET_PDEATHSIG), as a child of a killed
+// TUI does. What else it inherits follows the inherit_fds knob (E5): the
+// real proxy inherits every descriptor its parent left open; the old fake
+// marked them close-on-exec first. It returns once the proxy listens on
+// 127.0.0.1:10800, or at once when the proxy_delay knob makes it late (E6).
+func startProxy(ctx context.Context, binDir string, li fakes.LabInfo, foreground bool) (int, error) {
+	logPath := li.ProxyLog
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return 0, fmt.Errorf("creating log dir: %w", err)
 	}
@@ -60,16 +67,28 @@ func startProxy(ctx context.Context, binDir, logPath string) (int, error) {
 		return 0, err
 	}
 	defer null.Close()
-	closeInheritedFDs()
+	if !li.Vendor.InheritFDs {
+		closeInheritedFDs()
+	}
 	cmd := exec.Command(filepath.Join(binDir, fakes.ProxyName))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if foreground {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		// The death signal follows the thread that forked: keep it.
+		runtime.LockOSThread()
+	}
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("starting %s: %w", fakes.ProxyName, err)
 	}
 	pid := cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if li.Vendor.ProxyDelayMS > 0 {
+		// E6: the real `connect --daemon` can return before the tunnel
+		// is up; the proxy itself waits before it listens.
+		return pid, nil
+	}
 	deadline := time.NewTimer(proxyStartTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -89,6 +108,43 @@ func startProxy(ctx context.Context, binDir, logPath string) (int, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// foreground is `surflare connect` without --daemon (knob foreground, E7):
+// the CLI itself holds the tunnel until SIGINT/SIGTERM, then tears it
+// down. Killed (SIGKILL), it cleans nothing: the proxy dies with it and the
+// table, rule(s) and table-100 route are orphaned.
+func (e *env) foreground(st fakes.State) int {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	pid, err := startProxy(ctx, e.binDir, e.info, true)
+	cancel()
+	if err != nil {
+		return e.fail("%v", err)
+	}
+	st.Connected, st.ProxyPID = true, pid
+	if err := fakes.SaveState(e.info, st); err != nil {
+		return e.fail("%v", err)
+	}
+	fmt.Fprintf(e.stdout, "✔ Connected: %s via %s (mode %s) — press Ctrl-C to disconnect\n", st.Node, st.Transit, st.Mode)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for proxyAlive(e.binDir, pid) {
+		select {
+		case <-sigs:
+			stopProxy(e.binDir, pid)
+			st.Connected, st.ProxyPID = false, 0
+			err := errors.Join(fakes.SaveState(e.info, st), removeKernelState())
+			if err != nil {
+				return e.fail("%v", err)
+			}
+			fmt.Fprintln(e.stdout, "✔ Disconnected")
+			return exitOK
+		case <-tick.C:
+		}
+	}
+	return e.fail("%s exited; see %s", fakes.ProxyName, e.info.ProxyLog)
 }
 
 // closeInheritedFDs marks every descriptor above stderr close-on-exec, so

@@ -23,7 +23,9 @@ type Zone map[string][]netip.Addr
 //
 //	foreign.lab, *.foreign.lab, search.lab -> Search
 //	domestic.lab, *.domestic.lab           -> DomesticWeb
-//	ipecho.lab -> IPEcho, trace.lab -> CDNTrace, api.surflare.lab -> AccountAPI,
+//	ipecho.lab, *.ipecho.lab -> IPEcho (blocked.ipecho.lab is on the vendor's
+//	                            rule list, open.ipecho.lab is not: E3)
+//	trace.lab -> CDNTrace, api.surflare.lab -> AccountAPI,
 //	doh.lab -> DoH, ipv6.lab -> Internet6 (AAAA)
 func PlanZone() Zone {
 	return Zone{
@@ -33,6 +35,7 @@ func PlanZone() Zone {
 		"domestic.lab":     {lab.DomesticWeb},
 		"*.domestic.lab":   {lab.DomesticWeb},
 		"ipecho.lab":       lab.IPEcho,
+		"*.ipecho.lab":     lab.IPEcho,
 		"trace.lab":        lab.CDNTrace,
 		"api.surflare.lab": {lab.AccountAPI},
 		"doh.lab":          {lab.DoH},

@@ -65,16 +65,20 @@ type Config struct {
 	CountryOf func(netip.Addr) string
 	// Faults supplies the current faults (required).
 	Faults *fakes.Watcher
+	// Vendor supplies the vendor knobs the account API follows
+	// (api_access, api_loss, token_ttl); nil = fakes.DefaultVendor.
+	Vendor func() fakes.Vendor
 	// Now is the clock for tokens and the expired-session fault.
 	Now func() time.Time
 }
 
 // PlanConfig is the lab plan's internet, with faults from labDir.
 func PlanConfig(labDir string) Config {
+	info := fakes.NewInfoWatcher(labDir)
 	return Config{
 		Relays:      lab.Relays,
 		RelayPort:   lab.RelayPort,
-		Nodes:       lab.Nodes,
+		Nodes:       lab.Exits,
 		ExitPort:    lab.ExitPort,
 		HTTPPort:    80,
 		IPEcho:      lab.IPEcho,
@@ -93,6 +97,7 @@ func PlanConfig(labDir string) Config {
 		DialTimeout: 5 * time.Second,
 		CountryOf:   lab.CountryOf,
 		Faults:      fakes.NewWatcher(labDir, nil),
+		Vendor:      func() fakes.Vendor { return info.Current().Vendor },
 		Now:         time.Now,
 	}
 }

@@ -103,6 +103,10 @@ func (s *Servers) handleExit(ctx context.Context, n lab.Node, c net.Conn) {
 		c.Close()
 		return
 	}
+	if udpDst, ok := strings.CutPrefix(dst, fakes.UDPPrefix); ok {
+		s.exitUDP(ctx, n, c, udpDst)
+		return
+	}
 	if f.Is503(n.Name) {
 		s.exit503(ctx, n, c, dst)
 		return
@@ -230,3 +234,51 @@ func shortErr(err error) string {
 	}
 	return err.Error()
 }
+
+// exitUDP serves one UDP association at exit n (E8): datagrams framed on
+// the tunnel go to dst from the exit's own address, and the answers come
+// back framed, until either side stops or the association idles for
+// udpIdle.
+func (s *Servers) exitUDP(ctx context.Context, n lab.Node, c net.Conn, dst string) {
+	dstAP, err := netip.ParseAddrPort(dst)
+	if err != nil {
+		refuse(c, "destination must be udp/addr:port, got "+dst)
+		return
+	}
+	up, err := net.DialUDP("udp4", &net.UDPAddr{IP: n.Addr.AsSlice()}, net.UDPAddrFromAddrPort(dstAP))
+	if err != nil {
+		refuse(c, shortErr(err))
+		return
+	}
+	defer up.Close()
+	c.SetReadDeadline(time.Time{})
+	if _, err := io.WriteString(c, fakes.ReplyOK+"\n"); err != nil {
+		c.Close()
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { c.Close(); up.Close() })
+	defer stop()
+	go func() {
+		defer c.Close()
+		buf := make([]byte, fakes.MaxDatagram)
+		for {
+			up.SetReadDeadline(time.Now().Add(udpIdle))
+			k, err := up.Read(buf)
+			if err != nil || fakes.WriteDatagram(c, buf[:k]) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		c.SetReadDeadline(time.Now().Add(udpIdle))
+		b, err := fakes.ReadDatagram(c)
+		if err != nil {
+			c.Close()
+			return
+		}
+		up.Write(b)
+	}
+}
+
+// udpIdle ends a UDP association nobody uses.
+const udpIdle = 30 * time.Second

@@ -4,13 +4,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"surflare-watchdog/src/lab"
 	"surflare-watchdog/src/lab/fakes"
 )
 
@@ -98,6 +101,8 @@ const (
 	ErrAccountCheck    = "Account check failed"
 	ErrNotLoggedIn     = "not logged in"
 	ErrSessionExpired  = "session expired"
+	// ErrTokenExpired: the token is past its lifetime (token_ttl knob, E9).
+	ErrTokenExpired = "token expired"
 )
 
 const tokenPrefix = "lab1."
@@ -107,12 +112,31 @@ func (s *Servers) apiHandler() http.Handler {
 	mux.HandleFunc("POST /v1/login", s.apiLogin)
 	mux.HandleFunc("GET /v1/account", s.apiAccount)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Faults.Current().APIDown {
+		if s.cfg.Faults.Current().APIDown || !s.apiReachable(clientAddr(r)) {
 			resetHTTP(w)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// apiReachable applies the api_access and api_loss knobs (E9): behind the
+// GFW the account API is reachable only through the tunnel (the request
+// arrives from an exit), and even then not always.
+func (s *Servers) apiReachable(from netip.Addr) bool {
+	v := s.vendor()
+	if v.APIAccess == fakes.APITunnel && !slices.ContainsFunc(s.cfg.Nodes, func(n lab.Node) bool { return n.Addr == from }) {
+		return false
+	}
+	return v.APILossPct <= 0 || rand.IntN(100) >= v.APILossPct
+}
+
+// vendor is the knobs in force (Config.Vendor, or the defaults).
+func (s *Servers) vendor() fakes.Vendor {
+	if s.cfg.Vendor != nil {
+		return s.cfg.Vendor()
+	}
+	return fakes.DefaultVendor()
 }
 
 // loginWork is the account API's time to check a password: real services
@@ -157,13 +181,17 @@ func (s *Servers) apiLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	tok := tokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(req.Email)) + "." +
 		strconv.FormatInt(s.cfg.Now().UnixNano(), 10)
-	writeJSON(w, http.StatusOK, LoginReply{Token: tok, ExpiresIn: 86400})
+	writeJSON(w, http.StatusOK, LoginReply{Token: tok, ExpiresIn: s.vendor().TokenTTLS})
 }
 
 func (s *Servers) apiAccount(w http.ResponseWriter, r *http.Request) {
 	email, issued, ok := parseToken(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
 	if !ok {
 		apiError(w, http.StatusUnauthorized, ErrNotLoggedIn)
+		return
+	}
+	if ttl := time.Duration(s.vendor().TokenTTLS) * time.Second; ttl > 0 && s.cfg.Now().Sub(issued) > ttl {
+		apiError(w, http.StatusUnauthorized, ErrTokenExpired)
 		return
 	}
 	f, modTime := s.cfg.Faults.CurrentWithTime()

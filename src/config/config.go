@@ -216,7 +216,18 @@ type FastSignal struct {
 	ProxyExit bool // the proxy's exit, watched through a pidfd (else found by the next check)
 	NodeLog   bool // the current node's urltest errors of the last seconds (fed by log health: needs loghealth.enabled)
 	Counters  bool // jumps of the kill switch's drop, strict direct's refusal and the moat's relay RST counters
+	// ConnFail: failed LAN connections the proxy logs at ERROR (stock
+	// sing-box does; package detectors/connfail), read by log health's
+	// reader: a dead node shows within one connection timeout of LAN
+	// traffic, whatever the vendor's urltest cadence. Needs loghealth.
+	ConnFail bool
+	// ConnFailPatterns replace the stock sing-box patterns (named groups
+	// error, and optionally outbound and dest).
+	ConnFailPatterns []string
 }
+
+// ConnFailOn reports whether failed proxied connections are a fast signal.
+func (f FastSignal) ConnFailOn() bool { return f.Enabled && f.ConnFail }
 
 // ProxyExitOn reports whether the proxy exit watch runs.
 func (f FastSignal) ProxyExitOn() bool { return f.Enabled && f.ProxyExit }
@@ -362,7 +373,7 @@ func Default() *Config {
 			Stale:     20 * time.Minute,
 			Pattern:   regexp.MustCompile(DefaultLogPattern),
 		},
-		FastSignal: FastSignal{Enabled: true, ProxyExit: true, NodeLog: true, Counters: true},
+		FastSignal: FastSignal{Enabled: true, ProxyExit: true, NodeLog: true, Counters: true, ConnFail: true},
 		Probes: []Probe{
 			{Name: "search", Kind: ProbeSearch, URL: "https://www.google.com/generate_204"},
 			{Name: "cdn1", Kind: ProbeCDNTrace, URL: "https://www.cloudflare.com/cdn-cgi/trace"},

@@ -91,6 +91,8 @@ config fastsignal 'fastsignal'
 	option proxy_exit '0'
 	option node_log 'off'
 	option counters 'disabled'
+	option conn_fail '0'
+	list conn_fail_pattern 'ERROR conn (?P<outbound>\w+): (?P<error>.*)'
 
 config probe 'echo'
 	option kind 'ip-echo'
@@ -174,7 +176,7 @@ func everyOptionWant() *Config {
 	c.Detector = Detector{Enabled: false, Interval: time.Second, Threshold: 8, Cooldown: time.Minute}
 	c.LogHealth = LogHealth{Enabled: false, Window: 5 * time.Minute, Threshold: 3, Tail: 512 << 10, Stale: time.Hour,
 		Pattern: regexp.MustCompile(`urltest\[(?P<node>[^]]+) over (?P<transit>[^]]+)\]`)}
-	c.FastSignal = FastSignal{}
+	c.FastSignal = FastSignal{ConnFailPatterns: []string{`ERROR conn (?P<outbound>\w+): (?P<error>.*)`}}
 	c.Probes = []Probe{
 		{Name: "echo", Kind: ProbeIPEcho, URL: "http://198.18.30.1/"},
 		{Kind: ProbeProxyPath, URL: "http://198.18.30.21/generate_204"},

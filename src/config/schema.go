@@ -1,7 +1,9 @@
 package config
 
 import (
+	"fmt"
 	"math"
+	"regexp"
 	"time"
 )
 
@@ -143,7 +145,22 @@ func (f *FastSignal) options() []option {
 		boolean("proxy_exit", &f.ProxyExit),
 		boolean("node_log", &f.NodeLog),
 		boolean("counters", &f.Counters),
+		boolean("conn_fail", &f.ConnFail),
+		list("conn_fail_pattern", &f.ConnFailPatterns, parseConnFailPattern, func(s string) string { return s }, false),
 	}
+}
+
+// parseConnFailPattern checks a failed-connection pattern: a valid regular
+// expression with a group named error (package detectors/connfail).
+func parseConnFailPattern(s string) (string, error) {
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return "", fmt.Errorf("not a regular expression: %v", err)
+	}
+	if re.SubexpIndex("error") < 0 {
+		return "", fmt.Errorf("needs a group named error: (?P<error>...)")
+	}
+	return s, nil
 }
 
 func (p *Probe) options() []option {

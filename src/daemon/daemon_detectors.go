@@ -67,6 +67,7 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			s.override503.Record(l) // ADR-0001 counts the current node's 503s only
 			d.fast.observeLine(l)
 		}
+		o.OnError = d.fast.observeError
 		lh, err := loghealth.NewMonitor(o)
 		if err != nil {
 			d.log.Error("Log health disabled", "err", err)

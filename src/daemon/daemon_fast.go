@@ -23,6 +23,15 @@ type fastDetectors struct {
 	tracker  *fastsignal.ProxyTracker
 	logs     *fastsignal.LogWatch
 	counters *fastsignal.CounterWatch
+	conns    *connFailWatch // failed LAN connections in the proxy log
+}
+
+// observeError feeds the failed-connection signal an ERROR line of the
+// proxy log (log health's reader hands them over).
+func (f *fastDetectors) observeError(line string) {
+	if f != nil && f.conns != nil {
+		f.conns.observe(line)
+	}
 }
 
 // proxyCache is the proxy tracker behind nsProcs (shared by every copy).
@@ -87,7 +96,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	f := &fastDetectors{}
 	d.fast = f
 	sw := c.FastSignal
-	if !sw.ProxyExitOn() && !sw.NodeLogOn() && !sw.CountersOn() {
+	if !sw.ProxyExitOn() && !sw.NodeLogOn() && !sw.CountersOn() && !sw.ConnFailOn() {
 		d.log.Info("Fast signals off (fastsignal): failures wait for the next health check")
 		return
 	}
@@ -121,6 +130,15 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 			d.log.Error("Fast log signal disabled", "err", err)
 		} else {
 			f.logs = lw
+		}
+	}
+
+	if sw.ConnFailOn() && c.LogHealth.Enabled {
+		cw, err := newConnFailWatch(c, d.currentTunnel, trig)
+		if err != nil {
+			d.log.Error("Failed-connection signal disabled", "err", err)
+		} else {
+			f.conns = cw
 		}
 	}
 

@@ -142,7 +142,12 @@ type Window struct {
 	Max  int
 
 	mu  sync.Mutex
-	per map[string][]time.Time
+	per map[string][]entry
+}
+
+type entry struct {
+	at   time.Time
+	dest string
 }
 
 // NewWindow returns a window of span keeping at most max failures per
@@ -151,46 +156,56 @@ func NewWindow(span time.Duration, max int) *Window {
 	if max <= 0 {
 		max = 64
 	}
-	return &Window{Span: span, Max: max, per: map[string][]time.Time{}}
+	return &Window{Span: span, Max: max, per: map[string][]entry{}}
 }
 
 // Add records f at now, for outbound f.Outbound or, when that is empty,
 // current. It returns how many evidence failures that outbound has in the
-// window, counting this one; failures that are no evidence are not kept and
-// return 0.
-func (w *Window) Add(f Failure, current string, now time.Time) int {
+// window, counting this one, and to how many distinct destinations: one
+// dead website fails to one, a dead node to every one. Failures that are no
+// evidence are not kept and return 0, 0.
+func (w *Window) Add(f Failure, current string, now time.Time) (n, dests int) {
 	if !f.Class.Evidence() {
-		return 0
+		return 0, 0
 	}
 	key := f.Outbound
 	if key == "" {
 		key = current
 	}
 	if key == "" {
-		return 0
+		return 0, 0
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ts := prune(w.per[key], now.Add(-w.Span))
-	ts = append(ts, now)
-	if len(ts) > w.Max {
-		ts = ts[len(ts)-w.Max:]
+	es := prune(w.per[key], now.Add(-w.Span))
+	es = append(es, entry{now, f.Dest})
+	if len(es) > w.Max {
+		es = es[len(es)-w.Max:]
 	}
-	w.per[key] = ts
-	return len(ts)
+	w.per[key] = es
+	return len(es), distinct(es)
 }
 
-// Count is how many evidence failures outbound has in the window at now.
-func (w *Window) Count(outbound string, now time.Time) int {
+// Count is how many evidence failures outbound has in the window at now,
+// and to how many distinct destinations.
+func (w *Window) Count(outbound string, now time.Time) (n, dests int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ts := prune(w.per[outbound], now.Add(-w.Span))
-	if len(ts) == 0 {
+	es := prune(w.per[outbound], now.Add(-w.Span))
+	if len(es) == 0 {
 		delete(w.per, outbound)
 	} else {
-		w.per[outbound] = ts
+		w.per[outbound] = es
 	}
-	return len(ts)
+	return len(es), distinct(es)
+}
+
+func distinct(es []entry) int {
+	seen := make(map[string]struct{}, len(es))
+	for _, e := range es {
+		seen[e.dest] = struct{}{}
+	}
+	return len(seen)
 }
 
 // Reset forgets outbound's failures: after a rotation the new node starts
@@ -201,11 +216,11 @@ func (w *Window) Reset(outbound string) {
 	w.mu.Unlock()
 }
 
-// prune drops the times before cut; ts is in time order.
-func prune(ts []time.Time, cut time.Time) []time.Time {
+// prune drops the entries before cut; es is in time order.
+func prune(es []entry, cut time.Time) []entry {
 	i := 0
-	for i < len(ts) && ts[i].Before(cut) {
+	for i < len(es) && es[i].at.Before(cut) {
 		i++
 	}
-	return ts[i:]
+	return es[i:]
 }

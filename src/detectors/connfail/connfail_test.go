@@ -1,6 +1,7 @@
 package connfail
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,34 +88,36 @@ func TestCustomPattern(t *testing.T) {
 func TestWindow(t *testing.T) {
 	w := NewWindow(10*time.Second, 3)
 	t0 := time.Unix(1000, 0)
-	timeout := Failure{Class: Timeout}
-	if n := w.Add(timeout, "Dallas", t0); n != 1 {
-		t.Fatalf("first: %d", n)
+	timeout := func(dest string) Failure { return Failure{Class: Timeout, Dest: dest} }
+	if n, d := w.Add(timeout("a:443"), "Dallas", t0); n != 1 || d != 1 {
+		t.Fatalf("first: %d %d", n, d)
 	}
-	if n := w.Add(Failure{Class: Canceled}, "Dallas", t0); n != 0 {
+	if n, _ := w.Add(Failure{Class: Canceled}, "Dallas", t0); n != 0 {
 		t.Fatalf("a client that hangs up is no evidence: %d", n)
 	}
-	w.Add(timeout, "Dallas", t0.Add(time.Second))
-	if n := w.Add(Failure{Outbound: "Miami", Class: Reset}, "Dallas", t0.Add(2*time.Second)); n != 1 {
+	if n, d := w.Add(timeout("a:443"), "Dallas", t0.Add(time.Second)); n != 2 || d != 1 {
+		t.Fatalf("one website twice is one destination: %d %d", n, d)
+	}
+	if n, _ := w.Add(Failure{Outbound: "Miami", Class: Reset, Dest: "b:443"}, "Dallas", t0.Add(2*time.Second)); n != 1 {
 		t.Fatalf("a named outbound counts for itself: %d", n)
 	}
-	if n := w.Count("Dallas", t0.Add(2*time.Second)); n != 2 {
+	if n, _ := w.Count("Dallas", t0.Add(2*time.Second)); n != 2 {
 		t.Fatalf("Dallas: %d", n)
 	}
-	if n := w.Count("Dallas", t0.Add(10500*time.Millisecond)); n != 1 {
+	if n, _ := w.Count("Dallas", t0.Add(10500*time.Millisecond)); n != 1 {
 		t.Fatalf("the oldest left the window: %d", n)
 	}
 	for i := 0; i < 10; i++ {
-		w.Add(timeout, "Dallas", t0.Add(11*time.Second))
+		w.Add(timeout(fmt.Sprintf("h%d:443", i)), "Dallas", t0.Add(11*time.Second))
 	}
-	if n := w.Count("Dallas", t0.Add(11*time.Second)); n != 3 {
-		t.Fatalf("bounded by Max: %d", n)
+	if n, d := w.Count("Dallas", t0.Add(11*time.Second)); n != 3 || d != 3 {
+		t.Fatalf("bounded by Max: %d %d", n, d)
 	}
 	w.Reset("Dallas")
-	if n := w.Count("Dallas", t0.Add(11*time.Second)); n != 0 {
+	if n, _ := w.Count("Dallas", t0.Add(11*time.Second)); n != 0 {
 		t.Fatalf("reset: %d", n)
 	}
-	if n := w.Add(timeout, "", t0); n != 0 {
+	if n, _ := w.Add(timeout("a:443"), "", t0); n != 0 {
 		t.Fatalf("no outbound and no current node: %d", n)
 	}
 }

@@ -13,6 +13,7 @@
 package loghealth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -57,6 +58,10 @@ type Options struct {
 	// storm monitor hooks in here). It runs on the monitor's goroutine and
 	// must not block.
 	OnLine func(Line)
+	// OnError, if set, sees every other ERROR line of the log, after the
+	// poll (the failed-connection signal reads them: package connfail).
+	// It runs on the monitor's goroutine and must not block.
+	OnError func(line string)
 }
 
 // FromConfig fills Options from the config's loghealth and paths sections.
@@ -171,12 +176,16 @@ func (m *Monitor) Run(ctx context.Context) error {
 // calls it once.
 func (m *Monitor) PollOnce(now time.Time) error {
 	var matched []Line
+	var others []string
 	m.mu.Lock()
 	err := m.follow.Poll(func(b []byte) {
 		l, kind := m.parser.ParseLine(b)
 		switch kind {
 		case Ignored:
 			m.stats.Ignored++
+			if m.o.OnError != nil && bytes.Contains(b, errorWord) {
+				others = append(others, string(b))
+			}
 			return
 		case Garbage:
 			m.stats.Garbage++
@@ -199,8 +208,14 @@ func (m *Monitor) PollOnce(now time.Time) error {
 			m.o.OnLine(l)
 		}
 	}
+	for _, l := range others {
+		m.o.OnError(l)
+	}
 	return err
 }
+
+// errorWord marks the lines OnError is given.
+var errorWord = []byte(" ERROR ")
 
 // Report is the current node health with the reader's stats.
 func (m *Monitor) Report() Report {

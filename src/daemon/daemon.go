@@ -335,6 +335,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.startEvents(auxCtx)
 	d.startFrontends(auxCtx, c)
 	d.startChnroute(auxCtx, c)
+	d.startIdleProbe(auxCtx, c)
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()

@@ -2,6 +2,8 @@ package health
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -35,3 +37,19 @@ func (c *Checker) probeTimeout(ctx context.Context) time.Duration {
 	}
 	return c.cfg.ProbeTimeout
 }
+
+// Beat is one request through the tunnel to the first tunnel target, the
+// idle probe's (package detectors/idleprobe): the smallest thing that
+// proves the node still answers. ctx bounds it.
+func (c *Checker) Beat(ctx context.Context) error {
+	if len(c.tunnel) == 0 {
+		return errNoTunnelTarget
+	}
+	r := c.probe(ctx, PathTunnel, c.tunnel[0])
+	if r.OK {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", r.Name, r.Error)
+}
+
+var errNoTunnelTarget = errors.New("no tunnel probe target configured")

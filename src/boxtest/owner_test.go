@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -446,6 +447,20 @@ func testUpgrade(t *testing.T, ctx context.Context, l *lab.Lab, root string) {
 	changeMode(t, ctx, l, "rule", "LuCI save (uci set/apply/confirm through rpcd), first change after the upgrade", func() { luciSave(t, ctx, l, "rule") })
 }
 
+// nextRelease is the version after v (0.1.0-r396 → 0.1.0-r397): the
+// -rN form, the only one both opkg and apk accept.
+func nextRelease(v string) (string, error) {
+	i := strings.LastIndex(v, "-r")
+	if i < 0 {
+		return "", fmt.Errorf("version %q is not MAJOR.MINOR.PATCH-rN", v)
+	}
+	n, err := strconv.Atoi(v[i+2:])
+	if err != nil {
+		return "", fmt.Errorf("version %q is not MAJOR.MINOR.PATCH-rN", v)
+	}
+	return fmt.Sprintf("%s-r%d", v[:i], n+1), nil
+}
+
 // buildNewer builds the package again with a higher version, as the next
 // release would be.
 func buildNewer(t *testing.T, ctx context.Context, root string) []string {
@@ -454,7 +469,10 @@ func buildNewer(t *testing.T, ctx context.Context, root string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	version := strings.Split(filepath.Base(cur[0]), "_")[1] + ".1"
+	version, err := nextRelease(strings.Split(filepath.Base(cur[0]), "_")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
 	cmd := exec.CommandContext(ctx, "go", "run", "./src/cmd/mkipk", "build", "--version", version, "--arch", "x86_64",
 		"--bin", filepath.Join(root, "build", "x86_64", "surflare-watchdog"), "--out", out)

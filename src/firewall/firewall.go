@@ -35,6 +35,9 @@ type Firewall struct {
 
 	guardInterval time.Duration
 	lastSpec      *Spec // last Spec applied successfully (for logs and Guard)
+
+	wanMu   sync.Mutex
+	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)
 }
 
 // Option configures a Firewall.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -97,7 +98,7 @@ func (f *Firewall) syncLayer(ctx context.Context, s Spec) (Changes, error) {
 	defer h.Close()
 	var lc []route.LayerChange
 	if s.RouteLayer {
-		ls, err := layerSpec(ctx, h, s)
+		ls, err := f.layerSpec(ctx, h, s)
 		if err != nil {
 			return nil, err
 		}
@@ -113,7 +114,7 @@ func (f *Firewall) syncLayer(ctx context.Context, s Spec) (Changes, error) {
 
 // layerSpec is the layer for s, with the facts only the kernel knows: the
 // LAN's prefixes and the WAN's source addresses.
-func layerSpec(ctx context.Context, h *route.Handle, s Spec) (route.LayerSpec, error) {
+func (f *Firewall) layerSpec(ctx context.Context, h *route.Handle, s Spec) (route.LayerSpec, error) {
 	ls := route.LayerSpec{Private: layerPrivate(s)}
 	if s.router() {
 		ls.LANIf = s.LANIf
@@ -132,7 +133,36 @@ func layerSpec(ctx context.Context, h *route.Handle, s Spec) (route.LayerSpec, e
 	if ls.HoldSrc6, err = h.DefaultSource(ctx, route.IPv6); err != nil {
 		return ls, err
 	}
+	for _, fam := range []route.Family{route.IPv4, route.IPv6} {
+		devs, err := h.DefaultDevices(ctx, fam)
+		if err != nil {
+			return ls, err
+		}
+		ls.WANDevices = append(ls.WANDevices, devs...)
+	}
+	ls.WANDevices = f.rememberWAN(ls.WANDevices)
 	return ls, nil
+}
+
+// rememberWAN adds now to the WAN devices default routes have used since
+// the Firewall was made, and returns them all: a device is kept when its
+// route goes (a WAN down, a PPPoE reconnect), so the rule that lets netifd
+// put the route back is there when it is needed.
+func (f *Firewall) rememberWAN(now []string) []string {
+	f.wanMu.Lock()
+	defer f.wanMu.Unlock()
+	if f.wanSeen == nil {
+		f.wanSeen = map[string]bool{}
+	}
+	for _, n := range now {
+		f.wanSeen[n] = true
+	}
+	out := make([]string, 0, len(f.wanSeen))
+	for n := range f.wanSeen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // linkLocal6 is the IPv6 the router's own traffic may always reach when

@@ -70,6 +70,7 @@ const (
 	prioLAN      = LayerPriority + 10
 	prioPrivate  = LayerPriority + 20
 	prioDHCP     = LayerPriority + 30
+	prioWANOif   = LayerPriority + 35
 	prioBypass   = LayerPriority + 40
 	prioHold     = LayerPriority + 90
 	prioOwnStop  = LayerPriority + 97 // the router's own, nothing held it: fail fast
@@ -106,6 +107,13 @@ type LayerSpec struct {
 	// down): the router's own traffic then fails fast, as without a
 	// default route.
 	HoldSrc4, HoldSrc6 netip.Addr
+	// WANDevices are the devices the default routes leave by (and have
+	// left by: a PPPoE device that went away comes back with its name).
+	// Lookups bound to one pass the layer: the kernel checks a new
+	// default route's gateway with a lookup whose output device is the
+	// WAN, and without this netifd could not put the default route back
+	// after the WAN reconnects (the check would hit the layer's stop).
+	WANDevices []string
 }
 
 // layerRule is one rule of the block and what it is for (for logs).
@@ -131,6 +139,9 @@ func ruleKey(r *netlink.Rule) string {
 	}
 	if r.IifName != "" {
 		b.WriteString(" iif " + r.IifName)
+	}
+	if r.OifName != "" {
+		b.WriteString(" oif " + r.OifName)
 	}
 	if r.IPProto > 0 {
 		fmt.Fprintf(&b, " ipproto %d", r.IPProto)
@@ -197,6 +208,11 @@ func layerRules(s LayerSpec, fam Family) []layerRule {
 	dhcp.IifName, dhcp.IPProto = "lo", unix.IPPROTO_UDP
 	dhcp.Sport, dhcp.Dport = netlink.NewRulePortRange(client, client), netlink.NewRulePortRange(server, server)
 	permit(dhcp, "router's DHCP client")
+	for _, dev := range s.WANDevices {
+		r := base(prioWANOif)
+		r.OifName = dev
+		permit(r, "lookups bound to the WAN "+dev)
+	}
 	if s.LANIf != "" {
 		for _, a := range s.Bypass {
 			if a.Is6() != (fam == IPv6) {

@@ -221,3 +221,71 @@ func TestLayerRulesOrder(t *testing.T) {
 		}
 	}
 }
+
+// A WAN that goes down and comes back (ifdown/ifup, a PPPoE reconnect):
+// netifd adds the default route again, and the kernel checks its gateway
+// with a lookup bound to the WAN device. The layer must let that lookup
+// through, or the router stays without a default route for good (measured
+// in the OpenWrt box before the rule existed: "network is unreachable").
+func TestLayerLetsTheWANDefaultRouteComeBack(t *testing.T) {
+	ctx := context.Background()
+	_, h := freshNS(t)
+	if err := h.h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "wan"}}); err != nil {
+		t.Fatal(err)
+	}
+	wan, _ := h.h.LinkByName("wan")
+	if err := h.h.LinkSetUp(wan); err != nil {
+		t.Fatal(err)
+	}
+	addr, _ := netlink.ParseAddr("198.18.2.2/24")
+	if err := h.h.AddrAdd(wan, addr); err != nil {
+		t.Fatal(err)
+	}
+	gw := &netlink.Route{LinkIndex: wan.Attrs().Index, Dst: defaultDst(IPv4), Gw: netip.MustParseAddr("198.18.2.1").AsSlice()}
+	if err := h.h.RouteAdd(gw); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := h.DefaultDevices(ctx, IPv4)
+	if err != nil || len(devs) != 1 || devs[0] != "wan" {
+		t.Fatalf("DefaultDevices = %v, %v", devs, err)
+	}
+	for _, c := range []struct {
+		name string
+		wan  []string
+		ok   bool
+	}{{"without the WAN rule (the control)", nil, false}, {"with it", devs, true}} {
+		src, _ := h.DefaultSource(ctx, IPv4)
+		if _, err := h.SetLayer(ctx, LayerSpec{HoldSrc4: src, WANDevices: c.wan}); err != nil {
+			t.Fatal(err)
+		}
+		// The WAN goes down: its address and routes go, the hold route with them.
+		if err := h.h.AddrDel(wan, addr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.SetLayer(ctx, LayerSpec{WANDevices: c.wan}); err != nil {
+			t.Fatal(err)
+		}
+		// It comes back: the address first, then netifd's default route.
+		if err := h.h.AddrAdd(wan, addr); err != nil {
+			t.Fatal(err)
+		}
+		err := h.h.RouteAdd(gw)
+		if (err == nil) != c.ok {
+			t.Fatalf("%s: adding the default route again: %v", c.name, err)
+		}
+		if err == nil {
+			if err := h.h.RouteDel(gw); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.h.RouteAdd(gw); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := h.RemoveLayer(ctx); err == nil {
+			// the control: without the layer the route goes in, so the test
+			// stands on the layer and nothing else
+			if err := h.h.RouteAdd(gw); err != nil {
+				t.Fatalf("the control without any layer: %v", err)
+			}
+		}
+	}
+}

@@ -53,6 +53,35 @@ func (h *Handle) DefaultSource(ctx context.Context, fam Family) (netip.Addr, err
 	return addrs[0].Addr(), nil
 }
 
+// DefaultDevices names the devices the main table's default routes of fam
+// leave by.
+func (h *Handle) DefaultDevices(ctx context.Context, fam Family) ([]string, error) {
+	routes, err := h.h.RouteListFiltered(int(fam), &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if unsupported(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s main routes: %w", fam, err)
+	}
+	var out []string
+	for _, r := range routes {
+		if !isDefault(r.Dst) || r.Type != unix.RTN_UNICAST {
+			continue
+		}
+		idx := r.LinkIndex
+		if idx == 0 && len(r.MultiPath) > 0 {
+			idx = r.MultiPath[0].LinkIndex
+		}
+		if idx == 0 {
+			continue
+		}
+		if l, err := h.h.LinkByIndex(idx); err == nil {
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out, nil
+}
+
 // Prefixes lists the global prefixes of dev's addresses, both families
 // (link-local ones excluded): the LAN's prefixes for LayerSpec.LAN.
 func (h *Handle) Prefixes(ctx context.Context, dev string) ([]netip.Prefix, error) {

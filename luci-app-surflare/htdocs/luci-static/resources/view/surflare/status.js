@@ -2,17 +2,19 @@
 'require view';
 'require rpc';
 'require poll';
-'require uci';
 'require ui';
 
-// Live status of surflare-watchdog. It asks rpcd for a short-lived token
-// (`surflare token`, guarded by the ACL) and opens the daemon's websocket
-// (web.listen/web.port), passing the token as a subprotocol. When the
-// websocket cannot be had (web disabled, LuCI over https, daemon down) it
-// polls `surflare status` through rpc instead. Commands always go through
-// rpc, so the ACL's write split applies to them.
+// Live status of surflare-watchdog. The page subscribes to the surflare
+// ubus object through uhttpd-mod-ubus on LuCI's own origin
+// (GET /ubus/subscribe/surflare with the LuCI session, allowed by the
+// ACL's ":subscribe"): an event stream of the daemon's notifications
+// (state, health, log), so it goes live over http and https alike, with
+// no other port, certificate or token (docs/luci-live.md). While the stream
+// is down (daemon not running, an older daemon, no subscribe in uhttpd) it
+// polls `surflare status` through rpc. Commands always go through rpc, so
+// the ACL's write split applies to them; a read-only user gets them
+// disabled.
 
-var callToken = rpc.declare({ object: 'surflare', method: 'token', expect: { '': {} } });
 var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callCheck = rpc.declare({ object: 'surflare', method: 'check' });
@@ -20,6 +22,9 @@ var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['n
 var callDiag = rpc.declare({ object: 'surflare', method: 'diag', params: ['enable'] });
 
 var MAX_TIMELINE = 100;
+// How long a burst of notifications (a rotation is several) is gathered
+// before the status and nodes are read again.
+var REFRESH_MS = 300;
 var MAX_LOG = 200;
 
 // nodeRows accepts the nodes reply as an array or {nodes: [...]}.
@@ -73,16 +78,34 @@ function describe(kind, d) {
 	}
 }
 
+// sseBlocks splits an event stream's text into complete blocks and the
+// unfinished rest; each block gives {event, data} (data lines joined).
+function sseBlocks(text) {
+	var parts = text.replace(/\r\n?/g, '\n').split('\n\n');
+	var rest = parts.pop();
+	var out = parts.map(function(block) {
+		var ev = { event: 'message', data: [] };
+		block.split('\n').forEach(function(line) {
+			var m = line.match(/^(event|data): ?(.*)$/);
+			if (m && m[1] === 'event') ev.event = m[2];
+			else if (m) ev.data.push(m[2]);
+		});
+		ev.data = ev.data.join('\n');
+		return ev;
+	});
+	return { blocks: out, rest: rest };
+}
+
 return view.extend({
-	ws: null,
+	stream: null,
 	live: false,
+	writable: true,
 	retryMs: 2000,
 	seen: null,
 	diag: false,
 
 	load: function() {
 		return Promise.all([
-			uci.load('surflare').catch(function() { return null; }),
 			L.resolveDefault(callStatus(), {}),
 			L.resolveDefault(callNodes(), {})
 		]);
@@ -90,6 +113,16 @@ return view.extend({
 
 	render: function(data) {
 		this.seen = {};
+		// false: the session has the read ACL only (null: no ACL at all,
+		// then rpcd refuses the calls anyway)
+		this.writable = L.hasViewPermission() !== false;
+		var act = L.bind(function(attrs) {
+			if (!this.writable) {
+				attrs.disabled = '';
+				attrs.title = _('Read-only access');
+			}
+			return attrs;
+		}, this);
 		var box = function(id) { return E('strong', { 'id': id }, '-'); };
 		var kv = function(label, id) {
 			return E('div', { 'class': 'cbi-value' }, [
@@ -108,14 +141,14 @@ return view.extend({
 				kv(_('Exit'), 'exit'), kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
 			]),
 			E('div', { 'class': 'cbi-section' }, [
-				E('button', { 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
-					'click': ui.createHandlerFn(this, 'handleCheck') }, _('Check now')), ' ',
-				E('select', { 'id': 'rotate-node', 'class': 'cbi-input-select' },
+				E('button', act({ 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
+					'click': ui.createHandlerFn(this, 'handleCheck') }), _('Check now')), ' ',
+				E('select', act({ 'id': 'rotate-node', 'class': 'cbi-input-select' }),
 					[E('option', { 'value': '' }, _('next node'))]), ' ',
-				E('button', { 'id': 'btn-rotate', 'class': 'cbi-button cbi-button-apply',
-					'click': ui.createHandlerFn(this, 'handleRotate') }, _('Rotate')), ' ',
-				E('button', { 'id': 'btn-diag', 'class': 'cbi-button cbi-button-neutral',
-					'click': ui.createHandlerFn(this, 'handleDiag') }, _('Diag on'))
+				E('button', act({ 'id': 'btn-rotate', 'class': 'cbi-button cbi-button-apply',
+					'click': ui.createHandlerFn(this, 'handleRotate') }), _('Rotate')), ' ',
+				E('button', act({ 'id': 'btn-diag', 'class': 'cbi-button cbi-button-neutral',
+					'click': ui.createHandlerFn(this, 'handleDiag') }), _('Diag on'))
 			]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('h3', {}, _('Timeline')),
@@ -135,19 +168,33 @@ return view.extend({
 			])
 		]);
 		this.root = view;
-		this.renderStatus(data[1]);
-		this.renderNodes(data[2]);
+		this.renderStatus(data[0]);
+		this.renderNodes(data[1]);
 
 		poll.add(L.bind(function() {
 			if (this.live) return Promise.resolve();
-			return Promise.all([L.resolveDefault(callStatus(), null), L.resolveDefault(callNodes(), null)])
-				.then(L.bind(function(r) {
-					if (r[0]) this.renderStatus(r[0]);
-					if (r[1]) this.renderNodes(r[1]);
-				}, this));
+			return this.refresh();
 		}, this), 5);
 		this.connect();
 		return view;
+	},
+
+	refresh: function() {
+		return Promise.all([L.resolveDefault(callStatus(), null), L.resolveDefault(callNodes(), null)])
+			.then(L.bind(function(r) {
+				if (r[0]) this.renderStatus(r[0]);
+				if (r[1]) this.renderNodes(r[1]);
+			}, this));
+	},
+
+	// refreshSoon reads the status again once a burst of notifications is
+	// over (they carry the event, not the whole state).
+	refreshSoon: function() {
+		if (this.refreshTimer) return;
+		this.refreshTimer = window.setTimeout(L.bind(function() {
+			this.refreshTimer = null;
+			this.refresh();
+		}, this), REFRESH_MS);
 	},
 
 	$: function(id) { return this.root.querySelector('#' + id); },
@@ -155,57 +202,76 @@ return view.extend({
 	setConn: function(text, ok) {
 		var c = this.$('surflare-conn');
 		c.textContent = text;
+		c.setAttribute('data-conn', ok ? 'live' : 'polling');
 		c.style.background = ok ? '#4caf50' : '#f0ad4e';
 		c.style.color = '#fff';
 	},
 
-	// wsURL is the daemon's websocket on the router: web.listen if it is a
-	// concrete address, else the host LuCI was opened with.
-	wsURL: function() {
-		if (uci.get('surflare', 'web', 'enabled') === '0') return null;
-		if (location.protocol === 'https:') return null; // the daemon speaks plain http: mixed content
-		var port = uci.get('surflare', 'web', 'port') || '9099';
-		var host = uci.get('surflare', 'web', 'listen');
-		if (!host || host === '0.0.0.0' || host === '::') host = location.hostname;
-		if (host.indexOf(':') >= 0 && host.charAt(0) !== '[') host = '[' + host + ']';
-		return 'ws://' + host + ':' + port + '/api/v1/ws';
+	// subscribeURL is uhttpd-mod-ubus's event stream of the surflare
+	// object, on the origin LuCI was loaded from.
+	subscribeURL: function() {
+		return (L.env.ubuspath || '/ubus/') + 'subscribe/surflare';
 	},
 
 	connect: function() {
-		var url = this.wsURL();
-		if (!url) {
-			this.setConn(_('polling (live view off)'), false);
+		if (!window.fetch || !window.TextDecoder || !window.AbortController) {
+			this.setConn(_('polling (live view needs a newer browser)'), false);
 			return;
 		}
-		L.resolveDefault(callToken(), {}).then(L.bind(function(reply) {
-			if (!reply || !reply.token) {
-				this.setConn(_('polling (no token)'), false);
-				return this.retry();
-			}
-			var ws;
-			try {
-				ws = new WebSocket(url, ['surflare.v1', 'bearer.' + reply.token]);
-			} catch (e) {
-				return this.retry();
-			}
-			this.ws = ws;
-			ws.onopen = L.bind(function() {
-				this.live = true;
-				this.retryMs = 2000;
-				this.setConn(_('live'), true);
-			}, this);
-			ws.onmessage = L.bind(function(ev) {
-				var msg;
-				try { msg = JSON.parse(ev.data); } catch (e) { return; }
-				this.handle(msg);
-			}, this);
-			ws.onclose = L.bind(function() {
-				this.ws = null;
-				this.live = false;
-				this.setConn(_('polling'), false);
-				this.retry();
-			}, this);
+		var abort = new AbortController();
+		this.stream = abort;
+		fetch(this.subscribeURL(), {
+			headers: { 'Authorization': 'Bearer ' + rpc.getSessionID(), 'Accept': 'text/event-stream' },
+			cache: 'no-store', credentials: 'same-origin', signal: abort.signal
+		}).then(L.bind(function(res) {
+			// a refusal (no ACL, daemon not registered) is a JSON body, 200 OK
+			if (!res.ok || !/^text\/event-stream/.test(res.headers.get('Content-Type') || '') || !res.body)
+				return res.text().then(function(t) { throw new Error(t || res.statusText); });
+			this.live = true;
+			this.retryMs = 2000;
+			this.setConn(_('live'), true);
+			this.refresh();
+			return this.read(res.body.getReader(), new TextDecoder(), '');
+		}, this)).catch(function() {}).then(L.bind(function() {
+			if (this.stream !== abort) return;
+			this.stream = null;
+			this.live = false;
+			this.setConn(_('polling'), false);
+			this.retry();
 		}, this));
+	},
+
+	// read hands each notification of the stream to notified until it ends.
+	read: function(reader, dec, buf) {
+		return reader.read().then(L.bind(function(r) {
+			if (r.done) return;
+			var s = sseBlocks(buf + dec.decode(r.value, { stream: true }));
+			s.blocks.forEach(L.bind(function(b) {
+				var d;
+				try { d = JSON.parse(b.data); } catch (e) { return; }
+				this.notified(b.event, d);
+			}, this));
+			return this.read(reader, dec, s.rest);
+		}, this));
+	},
+
+	// notified turns a notification into the timeline's and log's entries:
+	// state carries a transition's members, health and log {time, data}.
+	notified: function(type, d) {
+		switch (type) {
+		case 'state':
+			this.handle({ time: new Date().toISOString(), kind: 'transition', via: 'push',
+				data: { from: d.from, to: d.state, reason: d.reason } });
+			break;
+		case 'health':
+		case 'log':
+			this.handle({ time: d.time, kind: type, via: 'push', data: d.data || {} });
+			if (type === 'log') return;
+			break;
+		default:
+			return;
+		}
+		this.refreshSoon();
 	},
 
 	retry: function() {
@@ -233,12 +299,12 @@ return view.extend({
 			pre.scrollTop = pre.scrollHeight;
 			return;
 		}
-		this.addTimeline(msg.time, msg.kind, describe(msg.kind, data));
+		this.addTimeline(msg.time, msg.kind, describe(msg.kind, data), msg.via);
 	},
 
 	// Rows stay newest first by event time; a run of identical results
 	// (the healthy check every 30 s) is one row with a count.
-	addTimeline: function(time, kind, text) {
+	addTimeline: function(time, kind, text, via) {
 		var t = this.$('timeline');
 		var ts = Date.parse(time) || 0;
 		var older = t.firstChild;
@@ -249,9 +315,10 @@ return view.extend({
 			older.setAttribute('data-ts', ts);
 			older.firstChild.textContent = clock(time);
 			older.lastChild.textContent = text + ' ×' + n;
+			if (via) older.setAttribute('data-via', via);
 			return;
 		}
-		var row = E('tr', { 'class': 'tr', 'data-kind': kind, 'data-text': text, 'data-ts': ts }, [
+		var row = E('tr', { 'class': 'tr', 'data-kind': kind, 'data-text': text, 'data-ts': ts, 'data-via': via || 'poll' }, [
 			E('td', { 'class': 'td', 'style': 'width:6em' }, clock(time)),
 			E('td', { 'class': 'td', 'style': 'width:7em' }, E('span', { 'class': 'label' }, kind)),
 			E('td', { 'class': 'td' }, text)

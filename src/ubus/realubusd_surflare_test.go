@@ -26,6 +26,7 @@ const surflareListing = `'surflare' @ID
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
 	"set_credentials":{"username":"String","password":"String"}
+	"events":{"since":"Integer","wait":"Integer"}
 `
 
 // handlerLog records the arguments the handlers saw.

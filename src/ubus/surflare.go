@@ -30,6 +30,7 @@ const (
 	MethodHotplug        = "hotplug"         // {action, interface, device} from hotplug.d/iface
 	MethodToken          = "token"           // a short-lived token for the live view
 	MethodSetCredentials = "set_credentials" // {username, password} for the vendor login
+	MethodEvents         = "events"          // {since, wait}: events after since, a long poll (EventLog)
 )
 
 // SurflareMethods returns the surflare object's methods with their typed
@@ -51,6 +52,7 @@ func SurflareMethods() []Method {
 		{Name: MethodToken},
 		{Name: MethodSetCredentials, Policy: map[string]BlobmsgType{"username": str, "password": str},
 			Required: []string{"username", "password"}},
+		{Name: MethodEvents, Policy: map[string]BlobmsgType{"since": i32, "wait": i32}},
 	}
 }
 

@@ -8,8 +8,9 @@
 //     --out DIR [--modules DIR]
 //
 // Checks, in order:
-//   1. status (root, http) goes live over uhttpd-mod-ubus's event stream of
-//      the surflare object, and a rotation's transitions arrive pushed;
+//   1. status (root, http) goes live over the `surflare events` long poll
+//      (never uhttpd's /ubus/subscribe stream), and a rotation's
+//      transitions arrive pushed;
 //   2. the nodes page rotates from a row;
 //   3. the log page shows the watchdog's lines;
 //   4. a settings change saves through uci and Save & Apply reloads the
@@ -171,7 +172,8 @@ async function liveRotation(p, base) {
   p.on('request', (r) => { if (r.url().includes('/ubus/subscribe/surflare')) streams.push(r.url()); });
   await openView(p, base, 'status', '#surflare-conn');
   await p.waitForFunction(() => document.querySelector('#surflare-conn').getAttribute('data-conn') === 'live', null, { timeout: T });
-  assert(streams.length && streams.every((u) => u.startsWith(base + '/')), `event stream not same-origin: ${streams.join(' ')}`);
+  const transport = await p.getAttribute('#surflare-conn', 'data-transport');
+  assert(transport === 'events', `live over ${transport}, want the events long poll`);
   await p.waitForFunction(() => document.querySelector('#node').textContent.trim() !== '-', null, { timeout: T });
   const before = (await p.textContent('#node')).trim();
   const target = await p.$$eval('#rotate-node option', (os, cur) => os.map((o) => o.value).find((v) => v && v !== cur), before);
@@ -188,7 +190,8 @@ async function liveRotation(p, base) {
   assert(st.node === target, `the page rotated to ${target}, the daemon is on ${st.node}`);
   const pushed = await p.$$eval('#timeline tr[data-via="push"]', (rs) => rs.map((r) => r.getAttribute('data-kind')));
   const logLines = await p.$eval('#log', (e) => e.childNodes.length);
-  console.log(`     ${base}: live; rotated ${before} -> ${target}; pushed rows: ${pushed.join(',')}; log lines pushed: ${logLines}; first: ${(await row.jsonValue()).replace(/\s+/g, ' ')}`);
+  assert(!streams.length, `the page opened uhttpd's event stream: ${streams.join(' ')}`);
+  console.log(`     ${base}: live over ${transport}; rotated ${before} -> ${target}; pushed rows: ${pushed.join(',')}; log lines pushed: ${logLines}; first: ${(await row.jsonValue()).replace(/\s+/g, ' ')}`);
   return target;
 }
 
@@ -198,7 +201,7 @@ try {
   root = await session(http, opt.user, opt.password);
   const p = root.p;
 
-  await check('status goes live over the ubus event stream (http) and a rotation arrives pushed', async () => {
+  await check('status goes live (http) and a rotation arrives pushed', async () => {
     await liveRotation(p, http);
     await shot(p, 'status.png');
   });

@@ -1,12 +1,11 @@
 // Smoke test of the LuCI views (luci-app-surflare) without a router: a
 // stand-in for the few LuCI APIs the views use (E, _, L, view, rpc, poll,
 // uci, ui) maps each `surflare` ubus method onto the daemon's HTTP API, and
-// headless Chromium renders status, nodes and log. uhttpd-mod-ubus's event
-// stream (/ubus/subscribe/surflare) is stood in for by the daemon's event
-// history, forwarded as the daemon's ubus notifications look (state,
-// health, log). It checks that the status view goes live over that stream
-// and that rotate (status and nodes views) changes the node; the log view
-// shows lines. The real LuCI is luci-box.mjs's.
+// headless Chromium renders status, nodes and log. The long poll `surflare
+// events {since, wait}` is stood in for by the daemon's event history
+// (/api/v1/events, numbered as the page sees it). It checks that the status
+// view goes live over it and that rotate (status and nodes views) changes
+// the node; the log view shows lines. The real LuCI is luci-box.mjs's.
 //
 //   go run ./src/api/preview -listen 127.0.0.1:19099 -token T \
 //       -allow-origin http://127.0.0.1:19098 &
@@ -232,7 +231,7 @@ window.L = {
   env: { ubuspath: '/ubus/' },
   hasViewPermission: () => true,
 };
-const API = window.API, TOKEN = window.TOKEN, SESSION = window.SESSION;
+const API = window.API, TOKEN = window.TOKEN;
 // rpc goes to the harness's own origin (as LuCI's /ubus does), which
 // forwards it to the daemon's API.
 const req = (method, p, body) => fetch('/api/v1/' + p, { method, headers: { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) })
@@ -254,6 +253,25 @@ const ubus = {
 ubus.set_credentials = (username, password) => {
   window.credCalls.push([username, password]);
   return Promise.resolve({ present: true, source: 'file', username });
+};
+// events: the daemon's history numbered in the order this page first saw
+// each event; a call waits (polling the history) until there is one after
+// since, or for wait seconds.
+const seen = [], seenKeys = new Set();
+const history = () => req('GET', 'events?n=200').then((r) => {
+  for (const e of r.events || []) {
+    const k = JSON.stringify(e);
+    if (!seenKeys.has(k)) { seenKeys.add(k); seen.push(e); }
+  }
+});
+ubus.events = async (since, wait) => {
+  await history();
+  if (!since || since > seen.length) return { last: seen.length, events: [], reset: true };
+  for (const end = Date.now() + (wait || 0) * 1000; seen.length <= since && Date.now() < end;) {
+    await new Promise((r) => setTimeout(r, 300));
+    await history();
+  }
+  return { last: seen.length, events: seen.slice(since).map((e, i) => Object.assign({ seq: since + i + 1 }, e)) };
 };
 window.calls = [];
 window.credCalls = [];
@@ -280,7 +298,7 @@ window.uciData = uciData;
 window.stubs = {
   view: { extend: (o) => o },
   rpc: { declare: (d) => (...args) => { window.calls.push(d.method); return (window.ubusOverride[d.method] || ubus[d.method])(...args); },
-    getSessionID: () => SESSION },
+    getSessionID: () => 'stand-in-session' },
   poll: { add: (fn, s) => setInterval(fn, s * 1000) },
   uci,
   ui: { createHandlerFn: (self, fn, ...a) => (ev) => (typeof fn === 'string' ? self[fn] : fn).call(self, ...a, ev),
@@ -299,55 +317,12 @@ window.loadView = async function (name) {
 };
 `;
 
-// The LuCI session id the page sends as uhttpd wants it (Bearer).
-const session = 'stand-in-session-' + process.pid;
-
-// subscribe stands in for uhttpd-mod-ubus's GET /ubus/subscribe/surflare:
-// a refusal as JSON without the session, else an event stream of the
-// daemon's events from now on, each as the daemon notifies it on ubus.
-function subscribe(req, res) {
-  if (req.headers.authorization !== 'Bearer ' + session) {
-    res.setHeader('Content-Type', 'application/json');
-    res.end(JSON.stringify({ code: -13, message: 'Permission denied' }));
-    return;
-  }
-  const seen = new Set();
-  let first = true, stop = false;
-  const get = () => fetch(opt.api + '/api/v1/events?n=200', { headers: { Authorization: 'Bearer ' + opt.token } }).then((r) => r.json());
-  const tick = async () => {
-    if (stop) return;
-    try {
-      for (const e of (await get()).events || []) {
-        const key = JSON.stringify(e);
-        if (seen.has(key)) continue;
-        seen.add(key);
-        if (first) continue;
-        const d = e.data || {};
-        if (e.kind === 'transition') res.write(`event: state\ndata: ${JSON.stringify({ state: d.to, from: d.from, reason: d.reason })}\n\n`);
-        else if (e.kind === 'health' || e.kind === 'log') res.write(`event: ${e.kind}\ndata: ${JSON.stringify({ time: e.time, data: d })}\n\n`);
-      }
-      if (first) {
-        first = false;
-        res.writeHead(200, { 'Content-Type': 'text/event-stream' });
-        res.write(':\n\n');
-      }
-    } catch (e) {
-      if (first) { res.statusCode = 502; res.end(JSON.stringify({ error: e.message })); return; }
-    }
-    setTimeout(tick, 300);
-  };
-  req.on('close', () => { stop = true; });
-  tick();
-}
-
 const server = createServer((req, res) => {
   const u = new URL(req.url, 'http://x');
-  if (u.pathname === '/ubus/subscribe/surflare') {
-    subscribe(req, res);
-  } else if (u.pathname === '/') {
+  if (u.pathname === '/') {
     res.setHeader('Content-Type', 'text/html');
     res.end(`<!doctype html><meta charset=utf-8><div id=notes></div><div id=view></div>
-<script>window.API=${JSON.stringify(opt.api)};window.TOKEN=${JSON.stringify(opt.token)};window.SESSION=${JSON.stringify(session)};</script><script src="/form.js"></script><script src="/stub.js"></script>`);
+<script>window.API=${JSON.stringify(opt.api)};window.TOKEN=${JSON.stringify(opt.token)};</script><script src="/form.js"></script><script src="/stub.js"></script>`);
   } else if (u.pathname === '/stub.js' || u.pathname === '/form.js') {
     res.setHeader('Content-Type', 'text/javascript');
     res.end(u.pathname === '/stub.js' ? stub : formStub);
@@ -401,9 +376,9 @@ try {
     return { p, errors };
   };
 
-  await check('status view goes live over the ubus event stream and rotates', async () => {
+  await check('status view goes live over the events long poll and rotates', async () => {
     const { p, errors } = await open('status');
-    await p.waitForFunction(() => document.querySelector('#surflare-conn').textContent === 'live', null, { timeout: 15000 });
+    await p.waitForFunction(() => document.querySelector('#surflare-conn').getAttribute('data-transport') === 'events', null, { timeout: 15000 });
     const calls = await p.evaluate(() => window.calls);
     if (calls.includes('token')) throw new Error('the view asked for a token: ' + calls);
     const before = (await p.textContent('#node')).trim();
@@ -411,7 +386,7 @@ try {
     await p.selectOption('#rotate-node', target);
     await p.click('#btn-rotate');
     await p.waitForFunction((t) => document.querySelector('#node').textContent === t, target, { timeout: 15000 });
-    // the rotation's transitions came over the stream, not from a poll
+    // the rotation's transitions came over the long poll, not from a status poll
     await p.locator('#timeline tr[data-kind="transition"][data-via="push"]').first().waitFor({ timeout: 15000 });
     await p.screenshot({ path: path.join(opt.out, 'luci-status.png'), fullPage: true });
     if (errors.length) throw new Error(errors.join('; '));
@@ -554,8 +529,8 @@ try {
   await check('status view: a time that never happened reads "never"; the loop guard shows its mode and checks', async () => {
     const zero = '0001-01-01T00:00:00Z';
     const { p, errors } = await open('status', (z) => {
-      // Polling only (no event stream), on a status with Go's zero times.
-      window.L.env.ubuspath = '/no-ubus/';
+      // Polling only (no events), on a status with Go's zero times.
+      window.ubusOverride.events = () => Promise.reject(new Error('Not supported'));
       window.ubusOverride.status = () => Promise.resolve({
         state: 'healthy', node: 'Dallas', transit: 'Tokyo', counters: { checks: 3, failed_checks: 0 }, uptime_s: 90,
         last_check: { at: z, outcome: 'OK' }, started_at: z, updated_at: z,

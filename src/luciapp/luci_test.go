@@ -96,7 +96,7 @@ func TestLuCIInRealBrowser(t *testing.T) {
 		"for g in unauthenticated luci-base luci-base-network-status luci-app-surflare; do uci add_list rpcd.$s.read=$g; done",
 		"uci commit rpcd", "/etc/init.d/rpcd reload", "/etc/init.d/surflare-watchdog restart",
 	}, " && "))
-	b.waitFor(ctx, "the daemon healthy", "ubus call surflare status", `"state": "healthy"`, 60*time.Second)
+	b.waitFor(ctx, "the daemon healthy", "ubus call surflare status", `"state": "healthy"`, 90*time.Second)
 	tReady := time.Since(t0)
 
 	out := filepath.Join(root, "build", "artifacts", "luci")

@@ -14,7 +14,8 @@ import (
 // uhttpd's JSON-RPC on its own origin (http or https), with rpcd's ACL on
 // every call, and nothing stays open between calls: uhttpd's own event
 // stream (/ubus/subscribe) keeps a connection slot for every page that ever
-// subscribed (docs/luci-live.md). Safe for concurrent use.
+// subscribed (docs/luci-live.md). An event's kind is the notification's
+// type (NotifyState, NotifyHealth, NotifyLog). Safe for concurrent use.
 type EventLog struct {
 	size int
 

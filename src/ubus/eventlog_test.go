@@ -113,3 +113,60 @@ func (l *EventLog) waiters() int {
 	defer l.mu.Unlock()
 	return l.waiting
 }
+
+// The surflare object serves events from what the daemon notifies through
+// its Service, whatever else it wires: a transition the daemon sends as
+// "state" (as it always has) reaches the events method, ubusd or not.
+func TestSurflareObjectServesItsNotificationsAsEvents(t *testing.T) {
+	obj, err := SurflareObject(SurflareHandlers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &Service{Objects: []*Object{obj}, Socket: t.TempDir() + "/absent.sock"}
+	events := obj.method(MethodEvents).Handler
+	if events == nil {
+		t.Fatal("no events handler")
+	}
+	call := func(since int32) string {
+		f, err := events(context.Background(), &Request{Args: Fields{{Name: "since", Value: Int32(since)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(f)
+		return string(b)
+	}
+	if got := call(0); got != `{"last":0,"events":[],"reset":true}` {
+		t.Errorf("before any notification: %s", got)
+	}
+	state := Fields{{Name: "state", Value: String("connecting")}, {Name: "from", Value: String("healthy")}}
+	if err := svc.Notify(obj, NotifyState, state); err == nil {
+		t.Error("Notify without ubusd reported success")
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	svc.Publish(obj, NotifyLog, at, map[string]string{"message": "Node rotation: Dallas -> Miami (requested)"})
+	if first := eventsSince(t, events, 0); first.Last != 2 {
+		t.Errorf("last %d, want 2 (state, log)", first.Last)
+	}
+	got := eventsSince(t, events, 1)
+	if len(got.Events) != 1 || got.Events[0].Kind != NotifyLog || !got.Events[0].Time.Equal(at) {
+		t.Errorf("after the state: %+v", got)
+	}
+	if e := obj.events.entries[0]; e.Kind != NotifyState || string(e.Data) != `{"state":"connecting","from":"healthy"}` {
+		t.Errorf("the state notification was kept as %+v", e)
+	}
+}
+
+// eventsSince calls an events handler without waiting.
+func eventsSince(t *testing.T, h Handler, since int32) EventsReply {
+	t.Helper()
+	f, err := h(context.Background(), &Request{Args: Fields{{Name: "since", Value: Int32(since)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(f)
+	var r EventsReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

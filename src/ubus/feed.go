@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// Notification types of the surflare object, for its subscribers: `ubus
-// subscribe surflare`, and LuCI's live view through uhttpd-mod-ubus
-// (GET /ubus/subscribe/surflare, an event stream: one "event: TYPE" and
-// "data: JSON" per notification, allowed by the rpcd ACL's ":subscribe").
+// Notification types of the surflare object, for its subscribers (`ubus
+// subscribe surflare`) and, through its EventLog, the events method that
+// LuCI's live view polls.
 const (
 	// NotifyState is a transition, with the members of EventState:
 	// {state, from, reason, node, exit}.
@@ -47,10 +46,14 @@ func (c *Conn) Publish(obj *Object, typ string, at time.Time, data any) error {
 	return c.Notify(obj, typ, f)
 }
 
-// Publish publishes on the live connection (see Conn.Publish); while ubusd
-// is away it returns ErrNotConnected and nothing is queued: a page that
-// subscribes again reads the status first.
+// Publish publishes on the live connection (see Conn.Publish) and to
+// obj's EventLog, if it has one, as an event of kind typ at at with data;
+// while ubusd is away it returns ErrNotConnected and nothing is queued for
+// subscribers.
 func (s *Service) Publish(obj *Object, typ string, at time.Time, data any) error {
+	if obj.events != nil {
+		obj.events.Add(typ, at, data)
+	}
 	c, err := s.live()
 	if err != nil {
 		return fmt.Errorf("ubus notify %s: %w", typ, err)

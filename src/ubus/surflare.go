@@ -60,10 +60,20 @@ func SurflareMethods() []Method {
 // A method without a handler is still announced and answers NOT_SUPPORTED.
 type SurflareHandlers map[string]Handler
 
+// surflareEventLog is how many notifications the events method keeps.
+const surflareEventLog = 200
+
 // SurflareObject builds the surflare object around the daemon's handlers.
-// A handler for a name the object does not have is a wiring bug and an error.
+// A handler for a name the object does not have is a wiring bug and an
+// error. Unless h serves events itself, the object keeps an EventLog of the
+// notifications a Service sends for it (Notify, Publish) and serves events
+// from it: LuCI's live view then needs nothing else from the daemon.
 func SurflareObject(h SurflareHandlers) (*Object, error) {
 	obj := &Object{Name: ObjectName, Methods: SurflareMethods()}
+	if h[MethodEvents] == nil {
+		obj.events = NewEventLog(surflareEventLog)
+		obj.method(MethodEvents).Handler = obj.events.Handler()
+	}
 	var unknown []string
 	for name, fn := range h {
 		m := obj.method(name)

@@ -4,17 +4,16 @@
 'require poll';
 'require ui';
 
-// Live status of surflare-watchdog. The page subscribes to the surflare
-// ubus object through uhttpd-mod-ubus on LuCI's own origin
-// (GET /ubus/subscribe/surflare with the LuCI session, allowed by the
-// ACL's ":subscribe"): an event stream of the daemon's notifications
-// (state, health, log), so it goes live over http and https alike, with
-// no other port, certificate or token (docs/luci-live.md). While the stream
-// is down (daemon not running, an older daemon, no subscribe in uhttpd) it
-// polls `surflare status` through rpc. Commands always go through rpc, so
-// the ACL's write split applies to them; a read-only user gets them
-// disabled.
+// Live status of surflare-watchdog, on LuCI's own origin (http and https
+// alike, no other port, certificate or token; docs/luci-live.md): a long
+// poll of `surflare events {since, wait}` through rpc, which answers as
+// soon as the daemon has an event (its ubus notifications: state, health,
+// log). While that fails (daemon not running) the page polls `surflare
+// status`. Commands always go through rpc, so the ACL's write split
+// applies to them; a read-only user gets them disabled.
 
+// nobatch: a waiting call must not hold other calls of its batch back
+var callEvents = rpc.declare({ object: 'surflare', method: 'events', params: ['since', 'wait'], nobatch: true });
 var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callCheck = rpc.declare({ object: 'surflare', method: 'check' });
@@ -22,6 +21,8 @@ var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['n
 var callDiag = rpc.declare({ object: 'surflare', method: 'diag', params: ['enable'] });
 
 var MAX_TIMELINE = 100;
+// How long the daemon may hold a call to events (below LuCI's rpc timeout).
+var EVENTS_WAIT = 15;
 // How long a burst of notifications (a rotation is several) is gathered
 // before the status and nodes are read again.
 var REFRESH_MS = 300;
@@ -78,26 +79,7 @@ function describe(kind, d) {
 	}
 }
 
-// sseBlocks splits an event stream's text into complete blocks and the
-// unfinished rest; each block gives {event, data} (data lines joined).
-function sseBlocks(text) {
-	var parts = text.replace(/\r\n?/g, '\n').split('\n\n');
-	var rest = parts.pop();
-	var out = parts.map(function(block) {
-		var ev = { event: 'message', data: [] };
-		block.split('\n').forEach(function(line) {
-			var m = line.match(/^(event|data): ?(.*)$/);
-			if (m && m[1] === 'event') ev.event = m[2];
-			else if (m) ev.data.push(m[2]);
-		});
-		ev.data = ev.data.join('\n');
-		return ev;
-	});
-	return { blocks: out, rest: rest };
-}
-
 return view.extend({
-	stream: null,
 	live: false,
 	writable: true,
 	retryMs: 2000,
@@ -203,75 +185,67 @@ return view.extend({
 		var c = this.$('surflare-conn');
 		c.textContent = text;
 		c.setAttribute('data-conn', ok ? 'live' : 'polling');
+		c.setAttribute('data-transport', ok ? this.transport : '');
 		c.style.background = ok ? '#4caf50' : '#f0ad4e';
 		c.style.color = '#fff';
 	},
 
-	// subscribeURL is uhttpd-mod-ubus's event stream of the surflare
-	// object, on the origin LuCI was loaded from.
-	subscribeURL: function() {
-		return (L.env.ubuspath || '/ubus/') + 'subscribe/surflare';
-	},
-
+	// connect starts the long poll from the daemon's newest event, or polls
+	// (and tries again later) while the daemon does not answer.
 	connect: function() {
-		if (!window.fetch || !window.TextDecoder || !window.AbortController) {
-			this.setConn(_('polling (live view needs a newer browser)'), false);
-			return;
-		}
-		var abort = new AbortController();
-		this.stream = abort;
-		fetch(this.subscribeURL(), {
-			headers: { 'Authorization': 'Bearer ' + rpc.getSessionID(), 'Accept': 'text/event-stream' },
-			cache: 'no-store', credentials: 'same-origin', signal: abort.signal
-		}).then(L.bind(function(res) {
-			// a refusal (no ACL, daemon not registered) is a JSON body, 200 OK
-			if (!res.ok || !/^text\/event-stream/.test(res.headers.get('Content-Type') || '') || !res.body)
-				return res.text().then(function(t) { throw new Error(t || res.statusText); });
-			this.live = true;
-			this.retryMs = 2000;
-			this.setConn(_('live'), true);
-			this.refresh();
-			return this.read(res.body.getReader(), new TextDecoder(), '');
-		}, this)).catch(function() {}).then(L.bind(function() {
-			if (this.stream !== abort) return;
-			this.stream = null;
-			this.live = false;
+		L.resolveDefault(callEvents(0, 0), null).then(L.bind(function(r) {
+			if (r && typeof r.last === 'number')
+				return this.longPoll(r.last);
 			this.setConn(_('polling'), false);
 			this.retry();
 		}, this));
 	},
 
-	// read hands each notification of the stream to notified until it ends.
-	read: function(reader, dec, buf) {
-		return reader.read().then(L.bind(function(r) {
-			if (r.done) return;
-			var s = sseBlocks(buf + dec.decode(r.value, { stream: true }));
-			s.blocks.forEach(L.bind(function(b) {
-				var d;
-				try { d = JSON.parse(b.data); } catch (e) { return; }
-				this.notified(b.event, d);
-			}, this));
-			return this.read(reader, dec, s.rest);
-		}, this));
+	// longPoll asks for the events after since until a call fails; each
+	// answer comes as soon as there is one (or after EVENTS_WAIT seconds).
+	longPoll: function(since) {
+		this.live = true;
+		this.transport = 'events';
+		this.retryMs = 2000;
+		this.setConn(_('live'), true);
+		this.refresh();
+		var fail = L.bind(function() {
+			this.live = false;
+			this.setConn(_('polling'), false);
+			this.retry();
+		}, this);
+		// each answer starts the next call (no promise chain grows)
+		var next = L.bind(function() {
+			var asked = Date.now();
+			callEvents(since, EVENTS_WAIT).then(L.bind(function(r) {
+				if (!r || typeof r.last !== 'number') throw new Error('no events reply');
+				if (r.reset || r.missed) this.refresh();
+				var state = false;
+				(r.events || []).forEach(L.bind(function(e) {
+					this.notified(e.kind, e.time, e.data || {});
+					if (e.kind !== 'log') state = true;
+				}, this));
+				if (state) this.refreshSoon();
+				since = r.last;
+				// an answer without waiting (the daemon's waiters are all
+				// taken) must not turn into a tight loop
+				if (!(r.events || []).length && Date.now() - asked < 1000)
+					window.setTimeout(next, 2000);
+				else
+					next();
+			}, this)).catch(fail);
+		}, this);
+		next();
 	},
 
-	// notified turns a notification into the timeline's and log's entries:
-	// state carries a transition's members, health and log {time, data}.
-	notified: function(type, d) {
-		switch (type) {
-		case 'state':
-			this.handle({ time: new Date().toISOString(), kind: 'transition', via: 'push',
-				data: { from: d.from, to: d.state, reason: d.reason } });
-			break;
-		case 'health':
-		case 'log':
-			this.handle({ time: d.time, kind: type, via: 'push', data: d.data || {} });
-			if (type === 'log') return;
-			break;
-		default:
-			return;
-		}
-		this.refreshSoon();
+	// notified turns one of the daemon's notifications into the timeline's
+	// or the log's entry: state carries a transition's members, health and
+	// log their own.
+	notified: function(kind, time, d) {
+		if (kind === 'state')
+			this.handle({ time: time, kind: 'transition', via: 'push', data: { from: d.from, to: d.state, reason: d.reason } });
+		else
+			this.handle({ time: time, kind: kind, via: 'push', data: d });
 	},
 
 	retry: function() {

@@ -91,10 +91,11 @@ const browser = await chromium.launch({
 const surflare = (sub) => `/cgi-bin/luci/admin/services/surflare/${sub}`;
 
 // LuCI's own requests (/cgi-bin/...) in flight, per page. Leaving a page
-// while one runs aborts it, and in the box the next page's requests then
-// hang for more than 30 s (uhttpd's few script slots; seen with LuCI's
-// pages alone, our views or not): settle waits for them first, as a user
-// reading the page does.
+// while one runs (the start page's admin/menu right after the login) aborts
+// it, and in the box the next page and its admin/menu then hang for more
+// than 30 s, about one load in eight (seen with LuCI's own pages too, a
+// fresh uhttpd and no view of ours): settle waits for them first, as a
+// user reading the page does.
 const inFlight = new WeakMap();
 function track(p) {
   const set = new Set();

@@ -1,10 +1,11 @@
 // Smoke test of the LuCI views (luci-app-surflare) without a router: a
 // stand-in for the few LuCI APIs the views use (E, _, L, view, rpc, poll,
 // uci, ui) maps each `surflare` ubus method onto the daemon's HTTP API, and
-// headless Chromium renders status, nodes and log from a page on another
-// origin — as LuCI on port 80 would. It checks that the status view gets a
-// token through rpc, goes live over the websocket, and that rotate (status
-// and nodes views) changes the node; the log view shows lines.
+// headless Chromium renders status, nodes and log. The long poll `surflare
+// events {since, wait}` is stood in for by the daemon's event history
+// (/api/v1/events, numbered as the page sees it). It checks that the status
+// view goes live over it and that rotate (status and nodes views) changes
+// the node; the log view shows lines. The real LuCI is luci-box.mjs's.
 //
 //   go run ./src/api/preview -listen 127.0.0.1:19099 -token T \
 //       -allow-origin http://127.0.0.1:19098 &
@@ -227,6 +228,8 @@ window.E = function (tag, attrs, children) {
 window.L = {
   bind: (fn, self, ...a) => fn.bind(self, ...a),
   resolveDefault: (p, d) => Promise.resolve(p).catch(() => d),
+  env: { ubuspath: '/ubus/' },
+  hasViewPermission: () => true,
 };
 const API = window.API, TOKEN = window.TOKEN;
 // rpc goes to the harness's own origin (as LuCI's /ubus does), which
@@ -250,6 +253,25 @@ const ubus = {
 ubus.set_credentials = (username, password) => {
   window.credCalls.push([username, password]);
   return Promise.resolve({ present: true, source: 'file', username });
+};
+// events: the daemon's history numbered in the order this page first saw
+// each event; a call waits (polling the history) until there is one after
+// since, or for wait seconds.
+const seen = [], seenKeys = new Set();
+const history = () => req('GET', 'events?n=200').then((r) => {
+  for (const e of r.events || []) {
+    const k = JSON.stringify(e);
+    if (!seenKeys.has(k)) { seenKeys.add(k); seen.push(e); }
+  }
+});
+ubus.events = async (since, wait) => {
+  await history();
+  if (!since || since > seen.length) return { last: seen.length, events: [], reset: true };
+  for (const end = Date.now() + (wait || 0) * 1000; seen.length <= since && Date.now() < end;) {
+    await new Promise((r) => setTimeout(r, 300));
+    await history();
+  }
+  return { last: seen.length, events: seen.slice(since).map((e, i) => Object.assign({ seq: since + i + 1 }, e)) };
 };
 window.calls = [];
 window.credCalls = [];
@@ -275,7 +297,8 @@ const uci = {
 window.uciData = uciData;
 window.stubs = {
   view: { extend: (o) => o },
-  rpc: { declare: (d) => (...args) => { window.calls.push(d.method); return (window.ubusOverride[d.method] || ubus[d.method])(...args); } },
+  rpc: { declare: (d) => (...args) => { window.calls.push(d.method); return (window.ubusOverride[d.method] || ubus[d.method])(...args); },
+    getSessionID: () => 'stand-in-session' },
   poll: { add: (fn, s) => setInterval(fn, s * 1000) },
   uci,
   ui: { createHandlerFn: (self, fn, ...a) => (ev) => (typeof fn === 'string' ? self[fn] : fn).call(self, ...a, ev),
@@ -353,17 +376,18 @@ try {
     return { p, errors };
   };
 
-  await check('status view goes live with a token from rpc and rotates', async () => {
+  await check('status view goes live over the events long poll and rotates', async () => {
     const { p, errors } = await open('status');
-    await p.waitForFunction(() => document.querySelector('#surflare-conn').textContent === 'live', null, { timeout: 15000 });
+    await p.waitForFunction(() => document.querySelector('#surflare-conn').getAttribute('data-transport') === 'events', null, { timeout: 15000 });
     const calls = await p.evaluate(() => window.calls);
-    if (!calls.includes('token')) throw new Error('no token call: ' + calls);
+    if (calls.includes('token')) throw new Error('the view asked for a token: ' + calls);
     const before = (await p.textContent('#node')).trim();
     const target = await p.$$eval('#rotate-node option', (os, cur) => os.map((o) => o.value).find((v) => v && v !== cur), before);
     await p.selectOption('#rotate-node', target);
     await p.click('#btn-rotate');
     await p.waitForFunction((t) => document.querySelector('#node').textContent === t, target, { timeout: 15000 });
-    await p.locator('#timeline tr').first().waitFor({ timeout: 15000 });
+    // the rotation's transitions came over the long poll, not from a status poll
+    await p.locator('#timeline tr[data-kind="transition"][data-via="push"]').first().waitFor({ timeout: 15000 });
     await p.screenshot({ path: path.join(opt.out, 'luci-status.png'), fullPage: true });
     if (errors.length) throw new Error(errors.join('; '));
   });
@@ -420,7 +444,8 @@ try {
     await p.fill(field('_password') + ' input', secret);
     await p.evaluate(() => window.maps[0].save());
     r = await p.evaluate(() => ({ cred: window.credCalls, uci: window.uciChanges, data: JSON.stringify(window.uciData), html: document.body.innerHTML }));
-    if (JSON.stringify(r.cred) !== JSON.stringify([['new.owner@surflare.lab', secret]]))
+    // the username goes through uci with the rest of the form, not with the password
+    if (JSON.stringify(r.cred) !== JSON.stringify([['', secret]]))
       throw new Error('set_credentials calls: ' + JSON.stringify(r.cred));
     if (!r.uci.some((c) => c[0] === 'set' && c[2] === 'main' && c[3] === 'username' && c[4] === 'new.owner@surflare.lab'))
       throw new Error('the username did not go to UCI main.username: ' + JSON.stringify(r.uci));
@@ -504,8 +529,8 @@ try {
   await check('status view: a time that never happened reads "never"; the loop guard shows its mode and checks', async () => {
     const zero = '0001-01-01T00:00:00Z';
     const { p, errors } = await open('status', (z) => {
-      // Polling only (no websocket), on a status with Go's zero times.
-      window.uciData.surflare.web.enabled = '0';
+      // Polling only (no events), on a status with Go's zero times.
+      window.ubusOverride.events = () => Promise.reject(new Error('Not supported'));
       window.ubusOverride.status = () => Promise.resolve({
         state: 'healthy', node: 'Dallas', transit: 'Tokyo', counters: { checks: 3, failed_checks: 0 }, uptime_s: 90,
         last_check: { at: z, outcome: 'OK' }, started_at: z, updated_at: z,

@@ -103,6 +103,21 @@ func (d *Daemon) startFrontends(ctx context.Context, c *config.Config) {
 		} else {
 			d.ubus = &ubus.Service{Socket: c.Paths.UbusSocket, Objects: []*ubus.Object{obj}}
 			d.goAux(ctx, "ubus", d.ubus.Run)
+			// LuCI's live view (`surflare events`) and `ubus subscribe
+			// surflare`: checks and log lines too (transitions go out as
+			// "state" in publishState).
+			d.followEvents(ctx, "ubus feed", func(_ context.Context, ev watchdog.Event) {
+				var err error
+				switch {
+				case ev.Health != nil:
+					err = d.ubus.Publish(obj, ubus.NotifyHealth, ev.At, ev.Health)
+				case ev.Log != nil:
+					err = d.ubus.Publish(obj, ubus.NotifyLog, ev.At, ev.Log)
+				}
+				if err != nil && !errors.Is(err, ubus.ErrNotConnected) {
+					d.log.Debug("ubus notification not sent", "err", err)
+				}
+			})
 		}
 	}
 	if !c.Web.Enabled {

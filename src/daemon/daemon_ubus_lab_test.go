@@ -343,6 +343,7 @@ const surflareListing = `'surflare' @ID
 	"token":{}
 	"token_write":{}
 	"set_credentials":{"username":"String","password":"String"}
+	"events":{"since":"Integer","wait":"Integer"}
 `
 
 // expectFailure runs `ubus call surflare args...` and wants exit status

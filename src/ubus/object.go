@@ -14,6 +14,10 @@ import (
 type Object struct {
 	Name    string
 	Methods []Method
+
+	// events, when set, records every notification sent through a
+	// Service for the object's events method (SurflareObject sets it).
+	events *EventLog
 }
 
 // Method is one method of an Object. Policy is its typed signature (what

@@ -27,6 +27,7 @@ const surflareListing = `'surflare' @ID
 	"token":{}
 	"token_write":{}
 	"set_credentials":{"username":"String","password":"String"}
+	"events":{"since":"Integer","wait":"Integer"}
 `
 
 // handlerLog records the arguments the handlers saw.

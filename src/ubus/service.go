@@ -161,8 +161,13 @@ func (s *Service) SendEvent(ctx context.Context, name string, data Fields) error
 	return c.SendEvent(ctx, name, data)
 }
 
-// Notify notifies obj's subscribers on the live connection.
+// Notify notifies obj's subscribers on the live connection. The
+// notification also goes to obj's EventLog, if it has one, even while
+// ubusd is away.
 func (s *Service) Notify(obj *Object, typ string, data Fields) error {
+	if obj.events != nil {
+		obj.events.Add(typ, time.Now(), data)
+	}
 	c, err := s.live()
 	if err != nil {
 		return fmt.Errorf("ubus notify %s: %w", typ, err)

@@ -31,6 +31,7 @@ const (
 	MethodToken          = "token"           // a short-lived read-only token for the live view
 	MethodTokenWrite     = "token_write"     // a short-lived token that may also act (web API POSTs)
 	MethodSetCredentials = "set_credentials" // {username, password} for the vendor login
+	MethodEvents         = "events"          // {since, wait}: events after since, a long poll (EventLog)
 )
 
 // Who may call what. rpcd's ACL (luci-app-surflare's acl.d) grants per
@@ -40,7 +41,7 @@ var (
 	// SurflareReadMethods change nothing and reveal no secret: LuCI's read
 	// ACL grants exactly these. Every other method but the root-only ones
 	// is for the write ACL.
-	SurflareReadMethods = []string{MethodStatus, MethodNodes, MethodLog, MethodToken}
+	SurflareReadMethods = []string{MethodStatus, MethodNodes, MethodLog, MethodToken, MethodEvents}
 	// SurflareRootMethods are called by root's own scripts (netifd's
 	// hotplug) and are in no ACL.
 	SurflareRootMethods = []string{MethodHotplug}
@@ -66,6 +67,7 @@ func SurflareMethods() []Method {
 		{Name: MethodTokenWrite},
 		{Name: MethodSetCredentials, Policy: map[string]BlobmsgType{"username": str, "password": str},
 			Required: []string{"username", "password"}},
+		{Name: MethodEvents, Policy: map[string]BlobmsgType{"since": i32, "wait": i32}},
 	}
 }
 
@@ -73,10 +75,20 @@ func SurflareMethods() []Method {
 // A method without a handler is still announced and answers NOT_SUPPORTED.
 type SurflareHandlers map[string]Handler
 
+// surflareEventLog is how many notifications the events method keeps.
+const surflareEventLog = 200
+
 // SurflareObject builds the surflare object around the daemon's handlers.
-// A handler for a name the object does not have is a wiring bug and an error.
+// A handler for a name the object does not have is a wiring bug and an
+// error. Unless h serves events itself, the object keeps an EventLog of the
+// notifications a Service sends for it (Notify, Publish) and serves events
+// from it: LuCI's live view then needs nothing else from the daemon.
 func SurflareObject(h SurflareHandlers) (*Object, error) {
 	obj := &Object{Name: ObjectName, Methods: SurflareMethods()}
+	if h[MethodEvents] == nil {
+		obj.events = NewEventLog(surflareEventLog)
+		obj.method(MethodEvents).Handler = obj.events.Handler()
+	}
 	var unknown []string
 	for name, fn := range h {
 		m := obj.method(name)

@@ -5,8 +5,8 @@
 'require ui';
 
 // Exit nodes with their health as the watchdog sees them (`surflare nodes`),
-// with a rotate action per node and a probe of one or every node (shown
-// disabled to users with read access only).
+// with a rotate action per node and a probe of one or every node (disabled
+// for a session with the read ACL only: rpcd would refuse them).
 
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['node'] });
@@ -19,22 +19,13 @@ function nodeRows(reply) {
 
 function yesNo(v) { return v == null ? '-' : v ? _('yes') : _('no'); }
 
-// act marks an action button disabled, with the reason, for a user without
-// write access to Surflare: rpcd would refuse the call anyway.
-function act(attrs) {
-	if (typeof L.hasViewPermission === 'function' && !L.hasViewPermission()) {
-		attrs.disabled = '';
-		attrs.title = _('Needs write access to Surflare');
-	}
-	return attrs;
-}
-
 return view.extend({
 	load: function() {
 		return L.resolveDefault(callNodes(), {});
 	},
 
 	render: function(reply) {
+		this.writable = L.hasViewPermission() !== false;
 		var table = E('table', { 'class': 'table', 'id': 'nodes' });
 		this.table = table;
 		this.fill(reply);
@@ -48,11 +39,20 @@ return view.extend({
 			E('div', { 'class': 'cbi-section' }, [
 				table,
 				E('div', { 'class': 'right', 'style': 'margin-top:1em' }, [
-					E('button', act({ 'class': 'cbi-button cbi-button-neutral',
+					E('button', this.act({ 'class': 'cbi-button cbi-button-neutral',
 						'click': ui.createHandlerFn(this, 'handleProbe', null) }), _('Probe all nodes'))
 				])
 			])
 		]);
+	},
+
+	// act disables an action's button for a read-only session.
+	act: function(attrs) {
+		if (!this.writable) {
+			attrs.disabled = '';
+			attrs.title = _('Read-only access');
+		}
+		return attrs;
 	},
 
 	fill: function(reply) {
@@ -75,9 +75,9 @@ return view.extend({
 				E('td', { 'class': 'td' }, r.latency_ms != null ? r.latency_ms + ' ms' : '-'),
 				E('td', { 'class': 'td' }, r.log_errors != null ? String(r.log_errors) : '-'),
 				E('td', { 'class': 'td cbi-section-actions' }, [
-					E('button', act({ 'class': 'cbi-button cbi-button-apply', 'disabled': r.current ? '' : null,
+					E('button', this.act({ 'class': 'cbi-button cbi-button-apply', 'disabled': r.current ? '' : null,
 						'click': ui.createHandlerFn(this, 'handleRotate', r.node) }), _('Rotate here')), ' ',
-					E('button', act({ 'class': 'cbi-button cbi-button-neutral',
+					E('button', this.act({ 'class': 'cbi-button cbi-button-neutral',
 						'click': ui.createHandlerFn(this, 'handleProbe', r.node) }), _('Probe'))
 				])
 			]));

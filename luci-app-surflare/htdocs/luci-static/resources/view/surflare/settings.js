@@ -4,6 +4,7 @@
 'require rpc';
 'require uci';
 'require network';
+'require ui';
 
 // Settings of /etc/config/surflare. Option and section names follow
 // src/config/schema.go; defaults shown as placeholders are the daemon's.
@@ -13,8 +14,9 @@
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
 // set_credentials hands the password to the daemon, which keeps it in its
-// own 0600 file (src/credentials) and sets main.username; it answers with
-// the credentials status (never the password).
+// own 0600 file (src/credentials) (and would set main.username, but the
+// page sends none); it answers with the credentials status (never the
+// password).
 var callSetCredentials = rpc.declare({
 	object: 'surflare', method: 'set_credentials',
 	params: [ 'username', 'password' ], expect: { '': {} }
@@ -199,11 +201,14 @@ return view.extend({
 		o.load = function() { return null; };        // never read back
 		o.cfgvalue = function() { return null; };
 		o.remove = function() {};                    // empty: keep the stored one
+		// The username goes with the form's other options, through uci and
+		// Save & Apply; set_credentials gets an empty one, which keeps the
+		// daemon's hands off /etc/config/surflare (it would commit the name
+		// behind LuCI's back, and Apply then finds nothing to apply).
 		o.write = function(section_id, value) {
-			var user = this.map.lookupOption('username', section_id);
-			var name = user ? (user[0].formvalue(user[1]) || '') : (uci.get('surflare', section_id, 'username') || '');
-			return callSetCredentials(name.trim(), value).then(function(reply) {
+			return callSetCredentials('', value).then(function(reply) {
 				cred = credentialState(reply) || cred;
+				ui.addNotification(null, E('p', _('The new password was handed to the watchdog.')), 'info');
 			});
 		};
 

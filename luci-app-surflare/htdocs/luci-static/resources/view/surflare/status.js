@@ -2,21 +2,18 @@
 'require view';
 'require rpc';
 'require poll';
-'require uci';
 'require ui';
 
-// Live status of surflare-watchdog. It asks rpcd for a short-lived token
-// (`surflare token`, in the read ACL) and opens the daemon's websocket
-// (web.listen/web.port), passing the token as a subprotocol. That token is
-// read-only: the daemon refuses every action made with it, so a user with
-// read access may watch and never act. When the websocket cannot be had
-// (web disabled, LuCI over https, daemon down) it polls `surflare status`
-// through rpc instead. Commands always go through rpc, so the ACL's write
-// split applies to them; the view never needs a write token
-// (`surflare token_write`, write ACL only: for other clients of the web
-// API). Without write access the action buttons are shown disabled.
+// Live status of surflare-watchdog, on LuCI's own origin (http and https
+// alike, no other port, certificate or token; docs/luci-live.md): a long
+// poll of `surflare events {since, wait}` through rpc, which answers as
+// soon as the daemon has an event (its ubus notifications: state, health,
+// log). While that fails (daemon not running) the page polls `surflare
+// status`. Commands always go through rpc, so the ACL's write split
+// applies to them; a read-only user gets them disabled.
 
-var callToken = rpc.declare({ object: 'surflare', method: 'token', expect: { '': {} } });
+// nobatch: a waiting call must not hold other calls of its batch back
+var callEvents = rpc.declare({ object: 'surflare', method: 'events', params: ['since', 'wait'], nobatch: true });
 var callStatus = rpc.declare({ object: 'surflare', method: 'status', expect: { '': {} } });
 var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '': {} } });
 var callCheck = rpc.declare({ object: 'surflare', method: 'check' });
@@ -24,6 +21,11 @@ var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['n
 var callDiag = rpc.declare({ object: 'surflare', method: 'diag', params: ['enable'] });
 
 var MAX_TIMELINE = 100;
+// How long the daemon may hold a call to events (below LuCI's rpc timeout).
+var EVENTS_WAIT = 15;
+// How long a burst of notifications (a rotation is several) is gathered
+// before the status and nodes are read again.
+var REFRESH_MS = 300;
 var MAX_LOG = 200;
 
 // nodeRows accepts the nodes reply as an array or {nodes: [...]}.
@@ -78,15 +80,14 @@ function describe(kind, d) {
 }
 
 return view.extend({
-	ws: null,
 	live: false,
+	writable: true,
 	retryMs: 2000,
 	seen: null,
 	diag: false,
 
 	load: function() {
 		return Promise.all([
-			uci.load('surflare').catch(function() { return null; }),
 			L.resolveDefault(callStatus(), {}),
 			L.resolveDefault(callNodes(), {})
 		]);
@@ -94,16 +95,16 @@ return view.extend({
 
 	render: function(data) {
 		this.seen = {};
-		// A read-only user's commands would only fail at rpcd: say so up
-		// front instead of offering them.
-		var readonly = typeof L.hasViewPermission === 'function' && !L.hasViewPermission();
-		var act = function(attrs) {
-			if (readonly) {
+		// false: the session has the read ACL only (null: no ACL at all,
+		// then rpcd refuses the calls anyway)
+		this.writable = L.hasViewPermission() !== false;
+		var act = L.bind(function(attrs) {
+			if (!this.writable) {
 				attrs.disabled = '';
-				attrs.title = _('Needs write access to Surflare');
+				attrs.title = _('Read-only access');
 			}
 			return attrs;
-		};
+		}, this);
 		var box = function(id) { return E('strong', { 'id': id }, '-'); };
 		var kv = function(label, id) {
 			return E('div', { 'class': 'cbi-value' }, [
@@ -149,19 +150,33 @@ return view.extend({
 			])
 		]);
 		this.root = view;
-		this.renderStatus(data[1]);
-		this.renderNodes(data[2]);
+		this.renderStatus(data[0]);
+		this.renderNodes(data[1]);
 
 		poll.add(L.bind(function() {
 			if (this.live) return Promise.resolve();
-			return Promise.all([L.resolveDefault(callStatus(), null), L.resolveDefault(callNodes(), null)])
-				.then(L.bind(function(r) {
-					if (r[0]) this.renderStatus(r[0]);
-					if (r[1]) this.renderNodes(r[1]);
-				}, this));
+			return this.refresh();
 		}, this), 5);
 		this.connect();
 		return view;
+	},
+
+	refresh: function() {
+		return Promise.all([L.resolveDefault(callStatus(), null), L.resolveDefault(callNodes(), null)])
+			.then(L.bind(function(r) {
+				if (r[0]) this.renderStatus(r[0]);
+				if (r[1]) this.renderNodes(r[1]);
+			}, this));
+	},
+
+	// refreshSoon reads the status again once a burst of notifications is
+	// over (they carry the event, not the whole state).
+	refreshSoon: function() {
+		if (this.refreshTimer) return;
+		this.refreshTimer = window.setTimeout(L.bind(function() {
+			this.refreshTimer = null;
+			this.refresh();
+		}, this), REFRESH_MS);
 	},
 
 	$: function(id) { return this.root.querySelector('#' + id); },
@@ -169,57 +184,68 @@ return view.extend({
 	setConn: function(text, ok) {
 		var c = this.$('surflare-conn');
 		c.textContent = text;
+		c.setAttribute('data-conn', ok ? 'live' : 'polling');
+		c.setAttribute('data-transport', ok ? this.transport : '');
 		c.style.background = ok ? '#4caf50' : '#f0ad4e';
 		c.style.color = '#fff';
 	},
 
-	// wsURL is the daemon's websocket on the router: web.listen if it is a
-	// concrete address, else the host LuCI was opened with.
-	wsURL: function() {
-		if (uci.get('surflare', 'web', 'enabled') === '0') return null;
-		if (location.protocol === 'https:') return null; // the daemon speaks plain http: mixed content
-		var port = uci.get('surflare', 'web', 'port') || '9099';
-		var host = uci.get('surflare', 'web', 'listen');
-		if (!host || host === '0.0.0.0' || host === '::') host = location.hostname;
-		if (host.indexOf(':') >= 0 && host.charAt(0) !== '[') host = '[' + host + ']';
-		return 'ws://' + host + ':' + port + '/api/v1/ws';
+	// connect starts the long poll from the daemon's newest event, or polls
+	// (and tries again later) while the daemon does not answer.
+	connect: function() {
+		L.resolveDefault(callEvents(0, 0), null).then(L.bind(function(r) {
+			if (r && typeof r.last === 'number')
+				return this.longPoll(r.last);
+			this.setConn(_('polling'), false);
+			this.retry();
+		}, this));
 	},
 
-	connect: function() {
-		var url = this.wsURL();
-		if (!url) {
-			this.setConn(_('polling (live view off)'), false);
-			return;
-		}
-		L.resolveDefault(callToken(), {}).then(L.bind(function(reply) {
-			if (!reply || !reply.token) {
-				this.setConn(_('polling (no token)'), false);
-				return this.retry();
-			}
-			var ws;
-			try {
-				ws = new WebSocket(url, ['surflare.v1', 'bearer.' + reply.token]);
-			} catch (e) {
-				return this.retry();
-			}
-			this.ws = ws;
-			ws.onopen = L.bind(function() {
-				this.live = true;
-				this.retryMs = 2000;
-				this.setConn(_('live'), true);
-			}, this);
-			ws.onmessage = L.bind(function(ev) {
-				var msg;
-				try { msg = JSON.parse(ev.data); } catch (e) { return; }
-				this.handle(msg);
-			}, this);
-			ws.onclose = L.bind(function() {
-				this.ws = null;
-				this.live = false;
-				this.setConn(_('polling'), false);
-				this.retry();
-			}, this);
-		}, this));
+	// longPoll asks for the events after since until a call fails; each
+	// answer comes as soon as there is one (or after EVENTS_WAIT seconds).
+	longPoll: function(since) {
+		this.live = true;
+		this.transport = 'events';
+		this.retryMs = 2000;
+		this.setConn(_('live'), true);
+		this.refresh();
+		var fail = L.bind(function() {
+			this.live = false;
+			this.setConn(_('polling'), false);
+			this.retry();
+		}, this);
+		// each answer starts the next call (no promise chain grows)
+		var next = L.bind(function() {
+			var asked = Date.now();
+			callEvents(since, EVENTS_WAIT).then(L.bind(function(r) {
+				if (!r || typeof r.last !== 'number') throw new Error('no events reply');
+				if (r.reset || r.missed) this.refresh();
+				var state = false;
+				(r.events || []).forEach(L.bind(function(e) {
+					this.notified(e.kind, e.time, e.data || {});
+					if (e.kind !== 'log') state = true;
+				}, this));
+				if (state) this.refreshSoon();
+				since = r.last;
+				// an answer without waiting (the daemon's waiters are all
+				// taken) must not turn into a tight loop
+				if (!(r.events || []).length && Date.now() - asked < 1000)
+					window.setTimeout(next, 2000);
+				else
+					next();
+			}, this)).catch(fail);
+		}, this);
+		next();
+	},
+
+	// notified turns one of the daemon's notifications into the timeline's
+	// or the log's entry: state carries a transition's members, health and
+	// log their own.
+	notified: function(kind, time, d) {
+		if (kind === 'state')
+			this.handle({ time: time, kind: 'transition', via: 'push', data: { from: d.from, to: d.state, reason: d.reason } });
+		else
+			this.handle({ time: time, kind: kind, via: 'push', data: d });
 	},
 
 	retry: function() {
@@ -247,12 +273,12 @@ return view.extend({
 			pre.scrollTop = pre.scrollHeight;
 			return;
 		}
-		this.addTimeline(msg.time, msg.kind, describe(msg.kind, data));
+		this.addTimeline(msg.time, msg.kind, describe(msg.kind, data), msg.via);
 	},
 
 	// Rows stay newest first by event time; a run of identical results
 	// (the healthy check every 30 s) is one row with a count.
-	addTimeline: function(time, kind, text) {
+	addTimeline: function(time, kind, text, via) {
 		var t = this.$('timeline');
 		var ts = Date.parse(time) || 0;
 		var older = t.firstChild;
@@ -263,9 +289,10 @@ return view.extend({
 			older.setAttribute('data-ts', ts);
 			older.firstChild.textContent = clock(time);
 			older.lastChild.textContent = text + ' ×' + n;
+			if (via) older.setAttribute('data-via', via);
 			return;
 		}
-		var row = E('tr', { 'class': 'tr', 'data-kind': kind, 'data-text': text, 'data-ts': ts }, [
+		var row = E('tr', { 'class': 'tr', 'data-kind': kind, 'data-text': text, 'data-ts': ts, 'data-via': via || 'poll' }, [
 			E('td', { 'class': 'td', 'style': 'width:6em' }, clock(time)),
 			E('td', { 'class': 'td', 'style': 'width:7em' }, E('span', { 'class': 'label' }, kind)),
 			E('td', { 'class': 'td' }, text)

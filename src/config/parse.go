@@ -211,7 +211,7 @@ func (p *parser) sections(u *uci.Config) {
 				types = append(types, t)
 			}
 			slices.Sort(types) // ties in Closest keep this order: the same answer every run
-			p.warnf(s.Line, label, "", "unknown section type %q%s (ignored)", s.Type, didYouMean(s.Type, types))
+			p.warnf(s.Line, label, "", "unknown section type %q%s (ignored)", s.Type, suggest.DidYouMean(s.Type, types, 1))
 		}
 	}
 }
@@ -237,7 +237,9 @@ func (p *parser) bind(s *uci.Section, label string, opts []option) {
 		d, ok := known[o.Name]
 		switch {
 		case !ok:
-			p.warnf(o.Line, label, o.Name, "unknown option%s (ignored)", didYouMean(o.Name, names))
+			// A misspelled option only warns (the file loads, the option
+			// keeps its default), so the warning names the spelling that works.
+			p.warnf(o.Line, label, o.Name, "unknown option%s (ignored)", suggest.DidYouMean(o.Name, names, 1))
 		case o.List && !d.list:
 			p.errorf(o.Line, label, o.Name, "takes one value: write `option %s`, not `list %s`", o.Name, o.Name)
 		case len(o.Values) == 0:
@@ -250,17 +252,6 @@ func (p *parser) bind(s *uci.Section, label string, opts []option) {
 			}
 		}
 	}
-}
-
-// didYouMean is " — did you mean "candidate"?" when a name of the schema
-// is close to what the file says, else "". A misspelled option is only a
-// warning (the file still loads, the option keeps its default), so the
-// warning must name the spelling that would have worked.
-func didYouMean(name string, schema []string) string {
-	if c := suggest.Closest(name, schema, 1); c != nil {
-		return " — did you mean " + suggest.Phrase(c) + "?"
-	}
-	return ""
 }
 
 // require reports options a repeated section cannot do without.

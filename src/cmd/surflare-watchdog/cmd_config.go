@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,41 +102,4 @@ func loadConfigFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, s
 		return nil, warns, exitFailure
 	}
 	return c, warns, exitOK
-}
-
-// parseFlagsOrUsage parses a subcommand's flags. --help prints the usage
-// once, to stdout (code exitOK); a bad flag prints the problem and the
-// usage to stderr (code exitUsage); ok is false when the caller should
-// return code. (The flag package's own Usage would also print the flags to
-// stderr, so --help showed them twice.)
-func parseFlagsOrUsage(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		writeUsage(stdout, fs, synopsis)
-		return exitOK, false
-	case err != nil:
-		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
-		writeUsage(stderr, fs, synopsis)
-		return exitUsage, false
-	}
-	return 0, true
-}
-
-// writeUsage writes "Usage: surflare-watchdog SYNOPSIS", the note for the
-// subcommand (flagUsageNotes) and its flags, if it has any.
-func writeUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
-	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
-	if note := flagUsageNotes[fs.Name()]; note != "" {
-		fmt.Fprintf(w, "\n%s\n", note)
-	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 }

@@ -62,21 +62,6 @@ func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	})
 }
 
-// parseFlags is parseFlagsOrUsage with the synopsis "NAME [flags]" and no
-// positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	synopsis := fs.Name()
-	fs.VisitAll(func(*flag.Flag) { synopsis = fs.Name() + " [flags]" })
-	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
-		return code, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
-	}
-	return exitOK, true
-}
-
 // flagUsageNotes say what a subcommand does, under its usage line.
 var flagUsageNotes = map[string]string{
 	"firewall plan":     "Prints the ruleset the config gives, in nft syntax; changes nothing.",

@@ -39,17 +39,10 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	runDir := fs.String("run-dir", "", "the daemon's run `dir` (default: paths.run_dir of --config)")
 	asJSON := fs.Bool("json", false, "print the results as JSON (progress goes to stderr)")
 	const synopsis = "probe [NODE…] [--json] [--config FILE] [--run-dir DIR]"
-	var nodes []string
-	for { // flags may come after the node names
-		if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		nodes = append(nodes, fs.Arg(0))
-		args = fs.Args()[1:]
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return code
 	}
+	nodes := fs.Args()
 	progressOut := stdout
 	if *asJSON {
 		progressOut = stderr

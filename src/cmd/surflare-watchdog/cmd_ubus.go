@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -78,11 +77,14 @@ func runUbus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	switch verb {
 	case "list":
-		err = ubusList(rctx, c, arg(0), stdout)
+		var objs []ubus.ObjectInfo
+		if objs, err = c.Lookup(rctx, arg(0)); err == nil {
+			ubus.WriteList(stdout, objs)
+		}
 	case "call":
 		var out ubus.Fields
 		if out, err = c.CallJSON(rctx, arg(0), arg(1), arg(2)); err == nil && out != nil {
-			err = printJSON(stdout, out)
+			err = ubus.WriteJSON(stdout, out)
 		}
 	case "send":
 		var data ubus.Fields
@@ -100,25 +102,6 @@ func runUbus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func ubusList(ctx context.Context, c *ubus.Conn, path string, stdout io.Writer) error {
-	objs, err := c.Lookup(ctx, path)
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		fmt.Fprintf(stdout, "'%s' @%08x\n", o.Path, o.ID)
-		for _, m := range o.Signature { // wire order, as the real CLI prints
-			args := map[string]string{}
-			for _, a := range m.Value.Items {
-				args[a.Name] = ubus.BlobmsgType(a.Value.Int).String()
-			}
-			b, _ := json.Marshal(args)
-			fmt.Fprintf(stdout, "\t%q:%s\n", m.Name, b)
-		}
-	}
-	return nil
-}
-
 func ubusListen(ctx context.Context, c *ubus.Conn, pattern string, stdout, stderr io.Writer) int {
 	if pattern == "" {
 		pattern = "*"
@@ -131,8 +114,7 @@ func ubusListen(ctx context.Context, c *ubus.Conn, pattern string, stdout, stder
 	for {
 		select {
 		case e := <-events:
-			b, _ := json.Marshal(e.Data)
-			fmt.Fprintf(stdout, "{ %q: %s }\n", e.Name, b)
+			ubus.WriteEvent(stdout, e)
 		case <-c.Done():
 			fmt.Fprintf(stderr, "ubus connection lost: %v\n", c.Err())
 			return exitFailure
@@ -140,13 +122,4 @@ func ubusListen(ctx context.Context, c *ubus.Conn, pattern string, stdout, stder
 			return exitOK
 		}
 	}
-}
-
-func printJSON(w io.Writer, fs ubus.Fields) error {
-	b, err := json.MarshalIndent(fs, "", "\t")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

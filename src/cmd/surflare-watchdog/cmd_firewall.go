@@ -14,6 +14,7 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/progress"
 )
 
 func init() {
@@ -283,7 +284,11 @@ func routesUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	n4, n6, err := firewall.UpdateChnroute(ctx, http.DefaultClient, *url, *country, *out4, *out6)
+	p := progress.Auto(stdout) // the download is a few MB: on a terminal its count updates in place
+	p.Step("downloading " + *url + progress.StepSuffix)
+	client := &http.Client{Transport: progress.Transport(p, http.DefaultTransport)}
+	n4, n6, err := firewall.UpdateChnroute(ctx, client, *url, *country, *out4, *out6)
+	p.Done()
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
 		return exitFailure

@@ -14,6 +14,7 @@ import (
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/nodeprobe"
+	"surflare-watchdog/src/progress"
 )
 
 // probePoll is how often the CLI asks the daemon for the probe's progress.
@@ -43,10 +44,12 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return code
 	}
 	nodes := fs.Args()
-	progressOut := stdout
+	// One line per step; on a terminal the step in progress updates in place.
+	progressOut := progress.Auto(stdout)
 	if *asJSON {
-		progressOut = stderr
+		progressOut = progress.Auto(stderr)
 	}
+	defer progressOut.Done()
 	if *runDir == "" {
 		*runDir = runDirFromConfig(*cfgPath, stderr)
 	}
@@ -75,6 +78,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return code
 		}
 	}
+	progressOut.Done()
 	return printProbe(rep, *asJSON, stdout, stderr)
 }
 

@@ -51,8 +51,12 @@ type status struct {
 			LastError string `json:"last_error"`
 		} `json:"auth"`
 	} `json:"signals"`
-	Candidates []candidate `json:"candidates"`
-	Daemon     struct {
+	Candidates  []candidate `json:"candidates"`
+	Transitions []struct {
+		At time.Time `json:"at"`
+		To string    `json:"to"`
+	} `json:"last_transitions"`
+	Daemon struct {
 		WAN struct {
 			Device string `json:"device"`
 			Addr   string `json:"addr"`
@@ -198,7 +202,12 @@ func (s status) rows(now time.Time) [][2]string {
 			check += fmt.Sprintf(", took %d ms", lc.DurationMS)
 		}
 	}
-	return [][2]string{{"node:", node}, {"exit:", exit}, {"WAN:", wan}, {"login:", login}, {"last check:", check}}
+	// The state's name is what the docs' table of states and the log use.
+	state := s.State
+	if n := len(s.Transitions); n > 0 && s.Transitions[n-1].To == s.State {
+		state += ", for " + span(max(now.Sub(s.Transitions[n-1].At), 0))
+	}
+	return [][2]string{{"state:", state}, {"node:", node}, {"exit:", exit}, {"WAN:", wan}, {"login:", login}, {"last check:", check}}
 }
 
 // outcome is a check's verdict in plain words; the code stays in --json.

@@ -45,6 +45,7 @@ func TestCompactStatus(t *testing.T) {
 		t.Errorf("first line %q, want the daemon's why line %q", lines[0], want)
 	}
 	for _, re := range []string{
+		`(?m)^state: +storm_cooldown, for 3 min$`,
 		`(?m)^node: +Chicago \(transit auto, mode rule\)$`,
 		`(?m)^exit: +198\.18\.20\.2 US, checked 20 s ago$`,
 		`(?m)^WAN: +up on eth0 \(192\.0\.2\.10\)$`,
@@ -61,8 +62,8 @@ func TestCompactStatus(t *testing.T) {
 			t.Errorf("no line matches %s in:\n%s", re, out)
 		}
 	}
-	if len(lines) != 12 {
-		t.Errorf("%d lines, want 12 (why, 5 summary lines, nodes: and 5 nodes):\n%s", len(lines), out)
+	if len(lines) != 13 {
+		t.Errorf("%d lines, want 13 (why, 6 summary lines, nodes: and 5 nodes):\n%s", len(lines), out)
 	}
 	if strings.Contains(out, "PROXY_BROKEN") || strings.Contains(out, "counters") || strings.Contains(out, "every candidate failed its check") {
 		t.Errorf("codes or the long form leaked into the compact view:\n%s", out)
@@ -71,7 +72,7 @@ func TestCompactStatus(t *testing.T) {
 		t.Errorf("trailing spaces:\n%q", out)
 	}
 	// Without Nodes (the actions' answers): no table.
-	if short := render(canned(t, nil), Options{}); strings.Contains(short, "Los Angeles") || strings.Count(short, "\n") != 6 {
+	if short := render(canned(t, nil), Options{}); strings.Contains(short, "Los Angeles") || strings.Count(short, "\n") != 7 {
 		t.Errorf("without Nodes:\n%s", short)
 	}
 }

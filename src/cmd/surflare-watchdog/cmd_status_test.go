@@ -120,6 +120,7 @@ func TestStatusVerboseAndJSON(t *testing.T) {
 	// Without --verbose: the compact view, the why line first.
 	code, out, _ = runDaemonCLI("status", "--run-dir", dir)
 	if !regexp.MustCompile(`^Protected: traffic goes through Los Angeles, exit US\n(.*\n)*exit: +198\.18\.20\.2 US, checked 1\d s ago\n`).MatchString(out) ||
+		!regexp.MustCompile(`\nnodes:\n  Los Angeles +- +in use\n  Dallas +- +ready\n$`).MatchString(out) ||
 		strings.Contains(out, "counters") || strings.Count(out, "\n") > 10 {
 		t.Errorf("status (compact): code=%d out:\n%s", code, out)
 	}

@@ -28,7 +28,7 @@ type daemonCommand struct {
 }
 
 var daemonCommands = []daemonCommand{
-	{name: "status", summary: "show the daemon's state (node, exit, counters...)",
+	{name: "status", summary: "why, state, node, exit, WAN, login, last check and nodes (--verbose: every field)",
 		request: noArgs(control.CmdStatus)},
 	{name: "check", summary: "run a health check now and show its result",
 		request: noArgs(control.CmdCheck)},

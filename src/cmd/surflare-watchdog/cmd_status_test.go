@@ -26,7 +26,7 @@ func (f *fakeDaemon) Handle(ctx context.Context, req control.Request) (any, erro
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
 	switch req.Cmd {
-	case control.CmdStatus:
+	case control.CmdStatus, control.CmdCheck: // the daemon answers an action with the status it leaves
 		return map[string]any{
 			"state": "healthy", "node": "Los Angeles", "transit": "auto", "mode": "rule",
 			"exit":         map[string]any{"ip": "198.18.20.2", "country": "US"},
@@ -123,6 +123,12 @@ func TestStatusVerboseAndJSON(t *testing.T) {
 		!regexp.MustCompile(`\nnodes:\n  Los Angeles +- +in use\n  Dallas +- +ready\n$`).MatchString(out) ||
 		strings.Contains(out, "counters") || strings.Count(out, "\n") > 10 {
 		t.Errorf("status (compact): code=%d out:\n%s", code, out)
+	}
+	// check (like rotate, reconnect, diag) answers with the state it leaves,
+	// as short: the same lines without the node table.
+	code, out, _ = runDaemonCLI("check", "--run-dir", dir)
+	if code != exitOK || !strings.HasPrefix(out, "Protected: ") || strings.Contains(out, "nodes:") || strings.Count(out, "\n") != 7 {
+		t.Errorf("check: code=%d out:\n%s", code, out)
 	}
 	code, out, _ = runDaemonCLI("status", "--json", "--run-dir", dir)
 	if !strings.Contains(out, "0001-01-01") || strings.Contains(out, "never") {

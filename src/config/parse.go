@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"surflare-watchdog/src/suggest"
 	"surflare-watchdog/src/uci"
 )
 
@@ -62,6 +63,22 @@ func WriteErrors(w io.Writer, err error) {
 		return
 	}
 	fmt.Fprintf(w, "surflare-watchdog: %v\n", err)
+}
+
+// WriteWarnings prints Load's warnings for people: each on its own line,
+// then what they mean, since a misspelled option is easy to overlook when
+// the file still loads: it is ignored and the option keeps its default.
+func WriteWarnings(w io.Writer, warns []Warning) {
+	for _, x := range warns {
+		fmt.Fprintf(w, "warning: %s\n", x)
+	}
+	switch len(warns) {
+	case 0:
+	case 1:
+		fmt.Fprintln(w, "1 warning: what it names is IGNORED (the default applies instead); fix it or remove it")
+	default:
+		fmt.Fprintf(w, "%d warnings: what they name is IGNORED (the defaults apply instead); fix them or remove them\n", len(warns))
+	}
 }
 
 // Error joins the problems one a line.
@@ -189,7 +206,12 @@ func (p *parser) sections(u *uci.Config) {
 			p.require(s, label, "mac")
 			p.cfg.Bypass = append(p.cfg.Bypass, b)
 		default:
-			p.warnf(s.Line, label, "", "unknown section type %q (ignored)", s.Type)
+			types := []string{typeProbe, typeBypass}
+			for t := range singles {
+				types = append(types, t)
+			}
+			slices.Sort(types) // ties in Closest keep this order: the same answer every run
+			p.warnf(s.Line, label, "", "unknown section type %q%s (ignored)", s.Type, suggest.DidYouMean(s.Type, types, 1))
 		}
 	}
 }
@@ -205,15 +227,19 @@ func sectionName(s *uci.Section) string {
 // warnings, bad values errors.
 func (p *parser) bind(s *uci.Section, label string, opts []option) {
 	known := make(map[string]option, len(opts))
-	for _, o := range opts {
+	names := make([]string, len(opts))
+	for i, o := range opts {
 		known[o.name] = o
+		names[i] = o.name
 	}
 	for _, o := range s.Options {
 		p.lines[label+"."+o.Name] = o.Line
 		d, ok := known[o.Name]
 		switch {
 		case !ok:
-			p.warnf(o.Line, label, o.Name, "unknown option (ignored)")
+			// A misspelled option only warns (the file loads, the option
+			// keeps its default), so the warning names the spelling that works.
+			p.warnf(o.Line, label, o.Name, "unknown option%s (ignored)", suggest.DidYouMean(o.Name, names, 1))
 		case o.List && !d.list:
 			p.errorf(o.Line, label, o.Name, "takes one value: write `option %s`, not `list %s`", o.Name, o.Name)
 		case len(o.Values) == 0:

@@ -443,9 +443,30 @@ func TestSignalSwitches(t *testing.T) {
 	}
 }
 
+// A misspelled name is answered with the name of the schema it is closest
+// to, among the options of that section's type (detector.threshold is not
+// offered for main, which has none by that name) and among section types.
+func TestUnknownNamesSuggestTheSchemasSpelling(t *testing.T) {
+	_, w := mustParse(t, "config surflare 'main'\n\tlist candiate 'Dallas'\n\toption treshold '3'\n"+
+		"config detector 'detector'\n\toption treshold '3'\nconfig loghelth 'lh'\n")
+	var got []string
+	for _, x := range w {
+		got = append(got, x.String())
+	}
+	want := []string{
+		`/etc/config/surflare:2: main.candiate: unknown option — did you mean "candidate"? (ignored)`,
+		`/etc/config/surflare:3: main.treshold: unknown option (ignored)`,
+		`/etc/config/surflare:5: detector.treshold: unknown option — did you mean "threshold"? (ignored)`,
+		`/etc/config/surflare:6: lh: unknown section type "loghelth" — did you mean "loghealth"? (ignored)`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestUnknownOptionIsOnlyAWarning(t *testing.T) {
 	c, w := mustParse(t, "config surflare 'main'\n\toption check_intervall '5'\n\toption fail_threshold '7'\n")
-	if len(w) != 1 || w[0].String() != "/etc/config/surflare:2: main.check_intervall: unknown option (ignored)" {
+	if len(w) != 1 || w[0].String() != `/etc/config/surflare:2: main.check_intervall: unknown option — did you mean "check_interval"? (ignored)` {
 		t.Errorf("warnings = %v", w)
 	}
 	if c.Main.FailThreshold != 7 || c.Main.CheckInterval != 30*time.Second {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +24,8 @@ func init() {
 const configUsage = `Usage: surflare-watchdog config check|show [flags]
 
   check   validate the file: print every error and warning with its line;
-          exit 0 when it is valid, 1 when it is not
+          exit 0 when it is valid (with warnings too, unless --strict),
+          1 when it is not
   show    print the effective configuration (defaults filled in) as UCI,
           or as JSON with --json
 
@@ -41,16 +41,25 @@ func configMain(args []string, stdout, stderr io.Writer) int {
 
 func configCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
-	c, warns, code := loadConfigFlags(fs, args, "config check [--config FILE]", stdout, stderr)
+	strict := fs.Bool("strict", false, "exit 1 on warnings too (an ignored, misspelled option)")
+	c, warns, code := loadConfigFlags(fs, args, "config check [--config FILE] [--strict]", stdout, stderr)
 	if c == nil {
 		return code
 	}
+	// A file with warnings is valid and exits 0, as `nginx -t`, `sshd -t`
+	// and `haproxy -c` do: the daemon runs with it, and scripts (upgrade,
+	// LuCI) that read non-zero as "will not load" would refuse a file it
+	// loads. The warnings are printed loudly instead; --strict is for a
+	// script that wants them fatal (haproxy -dW). 2 stays the usage error.
 	fmt.Fprintf(stdout, "%s: valid", fs.Lookup("config").Value)
 	if len(warns) > 0 {
-		fmt.Fprintf(stdout, " (%d warnings)", len(warns))
+		fmt.Fprintf(stdout, "; warnings on stderr: %d (what they name is ignored)", len(warns))
+		if *strict {
+			code = exitFailure
+		}
 	}
 	fmt.Fprintln(stdout)
-	return exitOK
+	return code
 }
 
 func configShow(args []string, stdout, stderr io.Writer) int {
@@ -87,49 +96,10 @@ func loadConfigFlags(fs *flag.FlagSet, args []string, synopsis string, stdout, s
 		return nil, nil, exitUsage
 	}
 	c, warns, err := config.Load(*path)
-	for _, w := range warns {
-		fmt.Fprintf(stderr, "warning: %s\n", w)
-	}
+	config.WriteWarnings(stderr, warns)
 	if err != nil {
 		config.WriteErrors(stderr, err)
 		return nil, warns, exitFailure
 	}
 	return c, warns, exitOK
-}
-
-// parseFlagsOrUsage parses a subcommand's flags. --help prints the usage
-// once, to stdout (code exitOK); a bad flag prints the problem and the
-// usage to stderr (code exitUsage); ok is false when the caller should
-// return code. (The flag package's own Usage would also print the flags to
-// stderr, so --help showed them twice.)
-func parseFlagsOrUsage(fs *flag.FlagSet, args []string, synopsis string, stdout, stderr io.Writer) (code int, ok bool) {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		writeUsage(stdout, fs, synopsis)
-		return exitOK, false
-	case err != nil:
-		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", fs.Name(), err)
-		writeUsage(stderr, fs, synopsis)
-		return exitUsage, false
-	}
-	return 0, true
-}
-
-// writeUsage writes "Usage: surflare-watchdog SYNOPSIS", the note for the
-// subcommand (flagUsageNotes) and its flags, if it has any.
-func writeUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
-	fmt.Fprintf(w, "Usage: surflare-watchdog %s\n", synopsis)
-	if note := flagUsageNotes[fs.Name()]; note != "" {
-		fmt.Fprintf(w, "\n%s\n", note)
-	}
-	n := 0
-	fs.VisitAll(func(*flag.Flag) { n++ })
-	if n > 0 {
-		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
 }

@@ -43,6 +43,7 @@ config web 'web'
 	}
 	want := []string{
 		"warning: " + path + ":3: main.mystery: unknown option (ignored)",
+		"1 warning: what it names is IGNORED (the default applies instead); fix it or remove it",
 		path + `:2: main.check_interval: "abc" is not a number of seconds`,
 		path + ":6: loopguard.ratio: 150 is too large: must be at most 100",
 		path + `:9: web.port: "http" is not a whole number`,
@@ -50,6 +51,24 @@ config web 'web'
 	}
 	if got := strings.Split(strings.TrimSpace(errOut), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, strings.Join(want, "\n"))
+	}
+}
+
+// A misspelled option loads (exit 0) but is named loudly, with its line and
+// the schema's spelling; --strict makes it fail for scripts.
+func TestConfigCheckMisspelledOptionSuggests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "surflare")
+	os.WriteFile(path, []byte("config surflare 'main'\n\toption node 'Dallas'\n\tlist candiate 'Miami'\n"), 0o600)
+	code, out, errOut := runConfigCLI("check", "--config", path)
+	want := "warning: " + path + `:3: main.candiate: unknown option — did you mean "candidate"? (ignored)` + "\n"
+	if code != exitOK || !strings.HasPrefix(errOut, want) || !strings.Contains(errOut, "IGNORED") {
+		t.Errorf("code=%d stderr=%q, want 0 and it to start with %q", code, errOut, want)
+	}
+	if !strings.Contains(out, "valid; warnings on stderr: 1") {
+		t.Errorf("stdout %q does not point at the warning", out)
+	}
+	if code, _, _ := runConfigCLI("check", "--strict", "--config", path); code != exitFailure {
+		t.Errorf("check --strict with a warning: code=%d, want %d", code, exitFailure)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/firewall"
+	"surflare-watchdog/src/progress"
 )
 
 func init() {
@@ -60,21 +61,6 @@ func firewallMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		"status":   func(a []string) int { return firewallStatus(ctx, a, stdout, stderr) },
 		"trace":    func(a []string) int { return firewallTrace(ctx, a, stdout, stderr) },
 	})
-}
-
-// parseFlags is parseFlagsOrUsage with the synopsis "NAME [flags]" and no
-// positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
-	synopsis := fs.Name()
-	fs.VisitAll(func(*flag.Flag) { synopsis = fs.Name() + " [flags]" })
-	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
-		return code, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "surflare-watchdog %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return exitUsage, false
-	}
-	return exitOK, true
 }
 
 // flagUsageNotes say what a subcommand does, under its usage line.
@@ -298,7 +284,11 @@ func routesUpdate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	n4, n6, err := firewall.UpdateChnroute(ctx, http.DefaultClient, *url, *country, *out4, *out6)
+	p := progress.Auto(stdout) // the download is a few MB: on a terminal its count updates in place
+	p.Step("downloading " + *url + progress.StepSuffix)
+	client := &http.Client{Transport: progress.Transport(p, http.DefaultTransport)}
+	n4, n6, err := firewall.UpdateChnroute(ctx, client, *url, *country, *out4, *out6)
+	p.Done()
 	if err != nil {
 		fmt.Fprintf(stderr, "surflare-watchdog routes update: %v\n", err)
 		return exitFailure

@@ -110,6 +110,10 @@ func TestRoutesUpdate(t *testing.T) {
 	if string(b4) != "1.0.1.0/24\n1.0.2.0/23\n" || string(b6) != "240e::/18\n" {
 		t.Fatalf("files: %q %q", b4, b6)
 	}
+	// Not a terminal: the step is a plain line of its own, no carriage returns.
+	if !strings.HasPrefix(out.String(), "downloading "+srv.URL+"…\n") || strings.Contains(out.String(), "\r") {
+		t.Errorf("progress: output %q", out.String())
+	}
 	if !strings.Contains(out.String(), "2 IPv4 prefixes") {
 		t.Errorf("output %q", out.String())
 	}

@@ -56,9 +56,7 @@ func logHealthMain(args []string, stdout, stderr io.Writer) int {
 	fset.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
 	if _, err := os.Stat(*cfgPath); explicit || err == nil {
 		c, warns, err := config.Load(*cfgPath)
-		for _, w := range warns {
-			fmt.Fprintf(stderr, "warning: %s\n", w)
-		}
+		config.WriteWarnings(stderr, warns)
 		if err != nil {
 			config.WriteErrors(stderr, err)
 			return exitFailure

@@ -14,6 +14,7 @@ import (
 	"surflare-watchdog/src/control"
 	"surflare-watchdog/src/daemon"
 	"surflare-watchdog/src/nodeprobe"
+	"surflare-watchdog/src/progress"
 )
 
 // probePoll is how often the CLI asks the daemon for the probe's progress.
@@ -39,21 +40,16 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	runDir := fs.String("run-dir", "", "the daemon's run `dir` (default: paths.run_dir of --config)")
 	asJSON := fs.Bool("json", false, "print the results as JSON (progress goes to stderr)")
 	const synopsis = "probe [NODE…] [--json] [--config FILE] [--run-dir DIR]"
-	var nodes []string
-	for { // flags may come after the node names
-		if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
-			return code
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		nodes = append(nodes, fs.Arg(0))
-		args = fs.Args()[1:]
+	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
+		return code
 	}
-	progressOut := stdout
+	nodes := fs.Args()
+	// One line per step; on a terminal the step in progress updates in place.
+	progressOut := progress.Auto(stdout)
 	if *asJSON {
-		progressOut = stderr
+		progressOut = progress.Auto(stderr)
 	}
+	defer progressOut.Done()
 	if *runDir == "" {
 		*runDir = runDirFromConfig(*cfgPath, stderr)
 	}
@@ -82,6 +78,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return code
 		}
 	}
+	progressOut.Done()
 	return printProbe(rep, *asJSON, stdout, stderr)
 }
 

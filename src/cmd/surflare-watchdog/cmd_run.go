@@ -25,9 +25,8 @@ func init() {
 	})
 }
 
-const runUsage = `Usage: surflare-watchdog run [--config FILE] [--password-file FILE] [--open-on-exit] [--log-level LEVEL]
-
-Runs the daemon until SIGTERM or SIGINT (both end it within 5 s, at any point).
+// runNote is run's help, under its usage line.
+const runNote = `Runs the daemon until SIGTERM or SIGINT (both end it within 5 s, at any point).
 The kill switch stays armed when it stops: a stopped watchdog leaks nothing.
 To open the network on purpose, stop it with --open-on-exit set, or run
 'surflare-watchdog teardown' after it has stopped.
@@ -35,10 +34,9 @@ To open the network on purpose, stop it with --open-on-exit set, or run
 Signals: SIGUSR1 runs a health check now, SIGUSR2 toggles diag mode, SIGHUP
 reloads the config (on an error the last good config stays; every problem is
 logged as FILE:LINE). The CLI talks to it through <run_dir>/surflare-watchdog.sock
-(status, check, rotate, reconnect, diag).
+(status, check, rotate, reconnect, diag).`
 
-Flags:
-`
+func init() { flagUsageNotes["run"] = runNote }
 
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
@@ -48,20 +46,8 @@ func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		", or a file named 'password' next to a --config that is not the default one)")
 	fs.BoolVar(&o.OpenOnExit, "open-on-exit", false, "on SIGTERM/SIGINT remove the kill switch too (the user stops the service on purpose)")
 	level := fs.String("log-level", "info", "`level`: debug, info, warn or error")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fmt.Fprint(stdout, runUsage)
-			fs.PrintDefaults()
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "surflare-watchdog run: %v\nRun 'surflare-watchdog run --help' for the flags.\n", err)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "surflare-watchdog run: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
+		return code
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {

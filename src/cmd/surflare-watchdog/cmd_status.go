@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/control"
+	"surflare-watchdog/src/statusview"
 )
 
 // daemonCommand is a subcommand that only forwards a request to the running
@@ -25,7 +28,7 @@ type daemonCommand struct {
 }
 
 var daemonCommands = []daemonCommand{
-	{name: "status", summary: "show the daemon's state (node, exit, counters...)",
+	{name: "status", summary: "why, state, node, exit, WAN, login, last check and nodes (--verbose: every field)",
 		request: noArgs(control.CmdStatus)},
 	{name: "check", summary: "run a health check now and show its result",
 		request: noArgs(control.CmdCheck)},
@@ -76,7 +79,8 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 	cfgPath := fs.String("config", config.DefaultPath, "UCI `file` whose paths.run_dir locates the daemon")
 	runDir := fs.String("run-dir", "", "the daemon's run `dir` (default: paths.run_dir of --config)")
 	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON")
-	synopsis := strings.TrimSpace(d.name + " [--json] [--run-dir DIR] [--config FILE] " + d.args)
+	verbose := fs.Bool("verbose", false, "print every field of the daemon's answer")
+	synopsis := strings.TrimSpace(d.name + " [--json|--verbose] [--run-dir DIR] [--config FILE] " + d.args)
 	if code, ok := parseFlagsOrUsage(fs, args, synopsis, stdout, stderr); !ok {
 		return code
 	}
@@ -103,16 +107,24 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, resp.Err())
 		return exitFailure
 	}
-	if *asJSON {
-		control.WriteJSON(stdout, resp.Data)
-		return exitOK
-	}
-	if len(resp.Data) == 0 {
-		fmt.Fprintln(stdout, "ok")
-		return exitOK
-	}
-	control.WriteText(stdout, resp.Data)
+	d.printAnswer(stdout, resp.Data, *asJSON, *verbose)
 	return exitOK
+}
+
+// printAnswer shows the daemon's answer: as it came with --json, every
+// field with --verbose, else the compact view (status with its node
+// table; the actions, which answer with the status they leave, without).
+func (d daemonCommand) printAnswer(stdout io.Writer, data json.RawMessage, asJSON, verbose bool) {
+	switch {
+	case asJSON:
+		control.WriteJSON(stdout, data)
+	case len(data) == 0:
+		fmt.Fprintln(stdout, "ok")
+	case verbose:
+		control.WriteText(stdout, data)
+	default:
+		statusview.Write(stdout, data, time.Now(), statusview.Options{Nodes: d.name == "status"})
+	}
 }
 
 // runDirFromConfig is paths.run_dir of the config file, or the default when

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,18 +26,19 @@ func (f *fakeDaemon) Handle(ctx context.Context, req control.Request) (any, erro
 	f.reqs = append(f.reqs, req)
 	f.mu.Unlock()
 	switch req.Cmd {
-	case control.CmdStatus:
+	case control.CmdStatus, control.CmdCheck: // the daemon answers an action with the status it leaves
 		return map[string]any{
-			"state": "healthy", "node": "Los Angeles", "transit": "auto",
-			"exit_ip": "198.18.20.2", "exit_country": "US",
-			"counters":     map[string]any{"reconnects": 2, "failures": 0},
-			"last_check":   map[string]any{"probes": []any{map[string]any{"kind": "search", "ok": true}}},
-			"candidates":   []any{"Dallas", "Los Angeles"},
+			"state": "healthy", "node": "Los Angeles", "transit": "auto", "mode": "rule",
+			"exit":         map[string]any{"ip": "198.18.20.2", "country": "US"},
+			"counters":     map[string]any{"rotations": 2, "consecutive_failures": 0, "fail_threshold": 3},
+			"last_check":   map[string]any{"outcome": "OK", "at": time.Now().Add(-12 * time.Second), "duration_ms": 840, "tunnel": []any{map[string]any{"kind": "search", "ok": true}}},
+			"signals":      map[string]any{"auth": map[string]any{"state": "ok"}, "detectors": []any{map[string]any{"name": "early_detector", "state": "off", "since": time.Time{}}}},
+			"candidates":   []any{map[string]any{"node": "Los Angeles", "current": true}, map[string]any{"node": "Dallas"}},
+			"daemon":       map[string]any{"wan": map[string]any{"device": "eth0", "addr": "192.0.2.10"}},
 			"future_field": nil,
 			// A time that never happened is Go's zero time in the JSON.
 			"last_rotation": time.Time{},
 			"started_at":    time.Date(2026, 11, 29, 14, 3, 11, 0, time.UTC),
-			"signals":       []any{map[string]any{"name": "early_detector", "state": "off", "since": time.Time{}}},
 		}, nil
 	case control.CmdRotate:
 		if req.Args["node"] == "Atlantis" {
@@ -96,31 +98,43 @@ func TestDaemonNotRunning(t *testing.T) {
 	}
 }
 
-func TestStatusSummaryAndJSON(t *testing.T) {
+func TestStatusVerboseAndJSON(t *testing.T) {
 	_, dir := startFakeDaemon(t)
-	code, out, errOut := runDaemonCLI("status", "--run-dir", dir)
+	code, out, errOut := runDaemonCLI("status", "--run-dir", dir, "--verbose")
 	if code != exitOK {
 		t.Fatalf("status: code=%d err=%q", code, errOut)
 	}
 	for _, want := range []string{
-		"state: healthy\nnode: Los Angeles\ntransit: auto\nexit ip: 198.18.20.2\nexit country: US\n",
-		"candidates: Dallas, Los Angeles\n",
-		"counters:\n  failures: 0\n  reconnects: 2\n",
-		"last check:\n  probes:\n    - kind=search ok=yes\n",
+		"state: healthy\nnode: Los Angeles\ntransit: auto\nmode: rule\nexit:\n  country: US\n  ip: 198.18.20.2\nstarted at: 2026-11-29T14:03:11Z\n",
+		"candidates:\n  - node=Los Angeles current=yes\n  - node=Dallas\n",
+		"counters:\n  consecutive failures: 0\n  fail threshold: 3\n  rotations: 2\n",
+		"  tunnel:\n    - kind=search ok=yes\n",
 		"future field: -\n",
 		"last rotation: never\n",
-		"started at: 2026-11-29T14:03:11Z\n",
-		"  - state=off since=never name=early_detector\n",
+		"    - state=off since=never name=early_detector\n",
 	} {
 		if !strings.Contains(out, want) {
-			t.Errorf("summary lacks %q:\n%s", want, out)
+			t.Errorf("status --verbose lacks %q:\n%s", want, out)
 		}
+	}
+	// Without --verbose: the compact view, the why line first.
+	code, out, _ = runDaemonCLI("status", "--run-dir", dir)
+	if !regexp.MustCompile(`^Protected: traffic goes through Los Angeles, exit US\n(.*\n)*exit: +198\.18\.20\.2 US, checked 1\d s ago\n`).MatchString(out) ||
+		!regexp.MustCompile(`\nnodes:\n  Los Angeles +- +in use\n  Dallas +- +ready\n$`).MatchString(out) ||
+		strings.Contains(out, "counters") || strings.Count(out, "\n") > 10 {
+		t.Errorf("status (compact): code=%d out:\n%s", code, out)
+	}
+	// check (like rotate, reconnect, diag) answers with the state it leaves,
+	// as short: the same lines without the node table.
+	code, out, _ = runDaemonCLI("check", "--run-dir", dir)
+	if code != exitOK || !strings.HasPrefix(out, "Protected: ") || strings.Contains(out, "nodes:") || strings.Count(out, "\n") != 7 {
+		t.Errorf("check: code=%d out:\n%s", code, out)
 	}
 	code, out, _ = runDaemonCLI("status", "--json", "--run-dir", dir)
 	if !strings.Contains(out, "0001-01-01") || strings.Contains(out, "never") {
 		t.Errorf("status --json must keep the API's zero time, not the text's \"never\":\n%s", out)
 	}
-	if code != exitOK || !strings.Contains(out, `"exit_country": "US"`) {
+	if code != exitOK || !strings.Contains(out, `"country": "US"`) {
 		t.Errorf("status --json: code=%d out=%s", code, out)
 	}
 }
@@ -182,7 +196,7 @@ func TestRunDirFromConfig(t *testing.T) {
 	_, dir := startFakeDaemon(t)
 	cfg := filepath.Join(t.TempDir(), "surflare")
 	os.WriteFile(cfg, []byte("config paths 'paths'\n\toption run_dir '"+dir+"'\n"), 0o600)
-	if code, out, errOut := runDaemonCLI("status", "--config", cfg); code != exitOK || !strings.Contains(out, "state: healthy") {
+	if code, out, errOut := runDaemonCLI("status", "--config", cfg); code != exitOK || !strings.Contains(out, "Protected: traffic goes through Los Angeles") {
 		t.Errorf("status via config: code=%d out=%q err=%q", code, out, errOut)
 	}
 	// A broken config falls back to the default run dir, with a warning.

@@ -2,20 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
-	"time"
 
 	"surflare-watchdog/src/ubus"
 )
 
 // The hidden `ubus` subcommand speaks to ubusd through our own native client,
 // so the client can be tried by hand on a router (and compared with the
-// real `ubus` CLI) without the daemon.
+// real `ubus` CLI) without the daemon. Like `uci`, it takes the real tool's
+// flags (-s, -t before the command), not ours: ubus.RunCLI parses them.
 
 func init() {
 	register(&command{
@@ -23,130 +18,7 @@ func init() {
 		summary: "talk to ubusd with the built-in client: list, call, send, listen (debugging)",
 		hidden:  true,
 		run: func(ctx context.Context, args []string) int {
-			return runUbus(ctx, args, os.Stdout, os.Stderr)
+			return ubus.RunCLI(ctx, args, os.Stdout, os.Stderr)
 		},
 	})
-}
-
-const ubusUsage = `Usage: surflare-watchdog ubus [-s SOCKET] [-t SECONDS] COMMAND
-  list [PATH]               list objects (with their signatures)
-  call PATH METHOD [JSON]   call a method
-  send EVENT [JSON]         send an event
-  listen [PATTERN]          print events until interrupted (default pattern "*")
-`
-
-func runUbus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("ubus", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, ubusUsage); fs.PrintDefaults() }
-	sock := fs.String("s", ubus.DefaultSocket, "ubusd `socket`")
-	timeout := fs.Int("t", 30, "request timeout in `seconds`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fs.Usage()
-		return exitUsage
-	}
-	verb, rest := rest[0], rest[1:]
-	arg := func(i int) string {
-		if i < len(rest) {
-			return rest[i]
-		}
-		return ""
-	}
-	want := map[string][2]int{"list": {0, 1}, "call": {2, 3}, "send": {1, 2}, "listen": {0, 1}}
-	n, ok := want[verb]
-	if !ok || len(rest) < n[0] || len(rest) > n[1] {
-		fs.Usage()
-		return exitUsage
-	}
-	c, err := ubus.Dial(ctx, *sock)
-	if err != nil {
-		fmt.Fprintf(stderr, "Failed to connect to ubus: %v\n", err)
-		return exitFailure
-	}
-	defer c.Close()
-	if verb == "listen" {
-		return ubusListen(ctx, c, arg(0), stdout, stderr)
-	}
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(*timeout)*time.Second)
-	defer cancel()
-	switch verb {
-	case "list":
-		err = ubusList(rctx, c, arg(0), stdout)
-	case "call":
-		var out ubus.Fields
-		if out, err = c.CallJSON(rctx, arg(0), arg(1), arg(2)); err == nil && out != nil {
-			err = printJSON(stdout, out)
-		}
-	case "send":
-		var data ubus.Fields
-		if arg(1) != "" {
-			data, err = ubus.ParseJSON([]byte(arg(1)))
-		}
-		if err == nil {
-			err = c.SendEvent(rctx, arg(0), data)
-		}
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "Command failed: %v\n", err)
-		return exitFailure
-	}
-	return exitOK
-}
-
-func ubusList(ctx context.Context, c *ubus.Conn, path string, stdout io.Writer) error {
-	objs, err := c.Lookup(ctx, path)
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		fmt.Fprintf(stdout, "'%s' @%08x\n", o.Path, o.ID)
-		for _, m := range o.Signature { // wire order, as the real CLI prints
-			args := map[string]string{}
-			for _, a := range m.Value.Items {
-				args[a.Name] = ubus.BlobmsgType(a.Value.Int).String()
-			}
-			b, _ := json.Marshal(args)
-			fmt.Fprintf(stdout, "\t%q:%s\n", m.Name, b)
-		}
-	}
-	return nil
-}
-
-func ubusListen(ctx context.Context, c *ubus.Conn, pattern string, stdout, stderr io.Writer) int {
-	if pattern == "" {
-		pattern = "*"
-	}
-	events := make(chan ubus.Event, 16)
-	if err := c.Listen(ctx, pattern, func(e ubus.Event) { events <- e }); err != nil {
-		fmt.Fprintf(stderr, "Command failed: %v\n", err)
-		return exitFailure
-	}
-	for {
-		select {
-		case e := <-events:
-			b, _ := json.Marshal(e.Data)
-			fmt.Fprintf(stdout, "{ %q: %s }\n", e.Name, b)
-		case <-c.Done():
-			fmt.Fprintf(stderr, "ubus connection lost: %v\n", c.Err())
-			return exitFailure
-		case <-ctx.Done():
-			return exitOK
-		}
-	}
-}
-
-func printJSON(w io.Writer, fs ubus.Fields) error {
-	b, err := json.MarshalIndent(fs, "", "\t")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
 }

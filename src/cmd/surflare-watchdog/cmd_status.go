@@ -89,7 +89,7 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		*runDir = runDirFromConfig(*cfgPath, stderr)
 	}
 	sock := control.SocketPath(*runDir)
-	resp, err := control.Call(ctx, sock, req)
+	resp, err := control.Call(ctx, sock, control.WithWait(req)) // an action answers with its outcome
 	switch {
 	case errors.Is(err, control.ErrNotRunning):
 		fmt.Fprintf(stderr, "surflare-watchdog: daemon not running (no control socket at %s)\n", sock)
@@ -100,18 +100,11 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, err)
 		return exitFailure
 	case !resp.OK:
+		resp.Write(stdout, *asJSON)
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, resp.Err())
 		return exitFailure
 	}
-	if *asJSON {
-		control.WriteJSON(stdout, resp.Data)
-		return exitOK
-	}
-	if len(resp.Data) == 0 {
-		fmt.Fprintln(stdout, "ok")
-		return exitOK
-	}
-	control.WriteText(stdout, resp.Data)
+	resp.Write(stdout, *asJSON)
 	return exitOK
 }
 

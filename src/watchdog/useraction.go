@@ -244,8 +244,13 @@ func (w *Watchdog) await(ctx context.Context, a *userAction, bound time.Duration
 	return o
 }
 
-// seconds is a duration as people read it: "2.1 s".
-func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+// seconds is a duration as people read it: "2.1 s", "0.04 s".
+func seconds(d time.Duration) string {
+	if d < 100*time.Millisecond {
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
 
 // nodeFailure: a connect failed because of the node, not because of the
 // account, the vendor's session or a cancel.

@@ -98,7 +98,7 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 
 // handle is the control socket's handler: status gets the full snapshot;
 // every other command goes to the engine and answers with the snapshot
-// taken after it.
+// taken after it, or, for an action waited for, with its outcome.
 func (d *Daemon) handle(ctx context.Context, req control.Request) (any, error) {
 	if req.Cmd == control.CmdStatus {
 		return d.status(ctx), nil

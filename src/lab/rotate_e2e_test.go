@@ -33,10 +33,11 @@ func watchdogCLI(ctx context.Context, l *Lab, cmdName string, args ...string) (c
 // A typo in `rotate` costs the LAN nothing: an unknown name is refused
 // with exit 1 and "did you mean" while a LAN client's fetches keep
 // exiting at the node in use; a name typed as people do ("los angeles")
-// is the node, and rotate says how the switch went.
+// is the node, and rotate says how the switch went; a switch to a node
+// that is down goes back to the one that worked.
 func TestRotateTyposCostTheLANNothing(t *testing.T) {
 	l := upDaemon(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 55*time.Second)
 	defer cancel()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, func(s DaemonState) bool { return s.Healthy() && s.Node == "Dallas" })
 	if err != nil {
@@ -101,6 +102,24 @@ func TestRotateTyposCostTheLANNothing(t *testing.T) {
 	code, out, _ = watchdogCLI(ctx, l, "check")
 	if code != 0 || !strings.HasPrefix(out, "check passed: exit 198.18.20.2 (US) in ") {
 		t.Errorf("check: exit %d, stdout %q", code, out)
+	}
+
+	// A switch to a node that is down goes straight back to the node
+	// that worked, and says so with exit 1.
+	if err := l.Fault(ctx, FaultNodeDown, true, "Chicago"); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	code, out, errOut = watchdogCLI(ctx, l, "rotate", "chicago")
+	t.Logf("rotate to a node that is down answered in %s: %q", time.Since(t0).Round(100*time.Millisecond), errOut)
+	if code != 1 || out != "" || !strings.Contains(errOut, "could not switch to Chicago (") || !strings.HasSuffix(errOut, "); back on Los Angeles\n") {
+		t.Errorf("rotate chicago (down): exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if name, err := waitClient(ctx, l, 5*time.Second, func(n string) bool { return n == "Los Angeles" }); err != nil {
+		t.Errorf("after the failed switch the LAN exits at %q: %v", name, err)
+	}
+	if st, _ := l.DaemonStatus(ctx); st.Node != "Los Angeles" || st.Counters.FailedReconnects != 0 {
+		t.Errorf("after the failed switch: %s on %s, %d failed reconnects", st.State, st.Node, st.Counters.FailedReconnects)
 	}
 }
 

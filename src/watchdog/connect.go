@@ -105,6 +105,7 @@ func (w *Watchdog) startConnectLocked(node, reason string, o origin) {
 		r, err := w.connectSequence(ctx, s, node, now, modes)
 		w.send(connectDone{gen: gen, node: node, r: r, err: err})
 	})
+	w.connectStartedLocked(node) // a user's action waiting for a login
 	w.log.Info("Connecting to "+node, "reason", reason, "transit", s.Transit, "mode", s.Mode)
 	w.updateLocked("connect " + node + ": " + reason)
 }

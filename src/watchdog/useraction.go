@@ -71,18 +71,21 @@ const checkWait = 30 * time.Second
 
 // userAction is a user's action being played out, and its waiters.
 type userAction struct {
-	kind     string
-	target   string // rotate, reconnect: the node asked for
-	from     string // rotate: the working node to go back to; "" = none
-	started  time.Time
-	gen      int // the vendorGen (connect) or checkGen (check) it waits for
-	fellBack bool
-	why      string // why target failed, once fallen back
-	done     chan Outcome
+	kind    string
+	target  string // rotate, reconnect: the node asked for
+	from    string // rotate: the working node to go back to; "" = none
+	started time.Time
+	gen     int // the vendorGen (connect) or checkGen (check) it waits for
+	// afterLogin: the connect found the vendor session expired; the
+	// action carries over to the connect that follows the login.
+	afterLogin bool
+	fellBack   bool
+	why        string // why target failed, once fallen back
+	done       chan Outcome
 }
 
 func (a *userAction) waitsFor(check bool, gen int) bool {
-	return (a.kind == ActionCheck) == check && a.gen == gen
+	return (a.kind == ActionCheck) == check && a.gen == gen && !a.afterLogin
 }
 
 // resolveNode turns a typed name into the vendor's tag. It runs on the
@@ -316,8 +319,18 @@ func (w *Watchdog) fallBackLocked(e connectDone) bool {
 	return true
 }
 
-// connectAnsweredLocked answers the action waiting for the connect e.
+// connectAnsweredLocked answers the action waiting for the connect e. A
+// connect that found the session expired is not the end of it: the
+// engine logs in and connects again, and the action waits for that.
 func (w *Watchdog) connectAnsweredLocked(e connectDone) {
+	if errors.Is(e.err, errAuthNeeded) && w.f.auth.running {
+		for _, a := range w.actions {
+			if a.waitsFor(false, e.gen) {
+				a.afterLogin = true
+			}
+		}
+		return
+	}
 	a := w.takeActionLocked(false, e.gen)
 	if a == nil {
 		return
@@ -366,4 +379,34 @@ func (w *Watchdog) checkAnsweredLocked(e checkDone) {
 		o.Message = fmt.Sprintf("check failed on %s: %s (%s)", w.node, orUnknown(r.Reason), took)
 	}
 	w.answerLocked(a, o)
+}
+
+// connectStartedLocked carries the actions waiting for a login over to
+// the connect to their node that just started (after the login).
+func (w *Watchdog) connectStartedLocked(node string) {
+	for _, a := range w.actions {
+		if a.afterLogin && a.target == node {
+			a.afterLogin, a.gen = false, w.vendorGen
+		}
+	}
+}
+
+// loginFailedLocked answers the actions waiting for a login that failed;
+// the engine's own retries go on in the background.
+func (w *Watchdog) loginFailedLocked(err error) {
+	kept := w.actions[:0]
+	var failed []*userAction
+	for _, a := range w.actions {
+		if a.afterLogin {
+			failed = append(failed, a)
+		} else {
+			kept = append(kept, a)
+		}
+	}
+	w.actions = kept
+	for _, a := range failed {
+		what := map[string]string{ActionRotate: "switch to ", ActionReconnect: "reconnect to "}[a.kind] + a.target
+		w.answerLocked(a, Outcome{Error: err.Error(),
+			Message: fmt.Sprintf("could not %s: the vendor session expired and the login failed (%v)", what, err)})
+	}
 }

@@ -215,3 +215,36 @@ func TestCheckAndReconnectOutcomes(t *testing.T) {
 		h.stop()
 	})
 }
+
+func TestReconnectWaitsThroughALogin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd)
+		h.advance(time.Minute)
+		reconnect := func() (Outcome, error) {
+			ch := make(chan Outcome, 1)
+			go func() { o, _ := h.w.ReconnectAndWait(t.Context()); ch <- o }()
+			h.advance(10 * time.Second)
+			select {
+			case o := <-ch:
+				return o, nil
+			default:
+				return Outcome{}, errors.New("no answer within 10 s")
+			}
+		}
+		// The session expired: the connect finds it, the engine logs in
+		// (2 s) and connects again; the user hears how that ended.
+		wd.set(func(w *world) { w.authGone = true })
+		if o, err := reconnect(); err != nil || !o.OK || !strings.HasPrefix(o.Message, "reconnected to Dallas in 2.") {
+			t.Errorf("reconnect through a login: %+v %v", o, err)
+		}
+		wd.set(func(w *world) {
+			w.authGone, w.logins = true, []error{errors.New("surflare login: network unreachable")}
+		})
+		o, err := reconnect()
+		if err != nil || o.OK || o.Message != "could not reconnect to Dallas: the vendor session expired and the login failed (surflare login: network unreachable)" {
+			t.Errorf("reconnect with a failing login: %+v %v", o, err)
+		}
+		h.stop()
+	})
+}

@@ -24,9 +24,9 @@ func SocketPath(runDir string) string { return filepath.Join(runDir, SocketName)
 // Handler dispatches on them.
 const (
 	CmdStatus    = "status"    // no args; data: the status snapshot
-	CmdCheck     = "check"     // no args; run a health check now; data: its result
-	CmdRotate    = "rotate"    // args: {"node": NAME} (optional: the next candidate when absent)
-	CmdReconnect = "reconnect" // no args; reconnect to the current node
+	CmdCheck     = "check"     // args: {"wait": bool}; run a health check now
+	CmdRotate    = "rotate"    // args: {"node": NAME, "wait": bool} (NAME optional: the next candidate when absent)
+	CmdReconnect = "reconnect" // args: {"wait": bool}; reconnect to the current node
 	CmdDiag      = "diag"      // args: {"on": bool}; diag mode keeps tables and idles the loop
 	CmdReload    = "reload"    // no args; reread the config (last good kept on error)
 )
@@ -37,11 +37,41 @@ type Request struct {
 	Args map[string]any `json:"args,omitempty"`
 }
 
-// Response is what the daemon answers. When OK is false, Error says why.
+// ArgWait asks for an action's Outcome once it has played out, instead of
+// an answer as soon as the daemon has taken it (WithWait).
+const ArgWait = "wait"
+
+// WithWait is req asking to wait for the outcome, when req is an action
+// (check, rotate, reconnect); any other request is returned as it is.
+func WithWait(req Request) Request {
+	switch req.Cmd {
+	case CmdCheck, CmdRotate, CmdReconnect:
+		args := map[string]any{ArgWait: true}
+		for k, v := range req.Args {
+			args[k] = v
+		}
+		req.Args = args
+	}
+	return req
+}
+
+// Response is what the daemon answers. When OK is false, Error says why;
+// Data may then still hold a failed action's Outcome.
 type Response struct {
-	OK    bool            `json:"ok"`
-	Error string          `json:"error,omitempty"`
-	Data  json.RawMessage `json:"data,omitempty"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Message is an action's outcome in one line ("rotated to Chicago in
+	// 2.1 s"): what the CLI prints instead of Data.
+	Message string          `json:"message,omitempty"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// Outcome is a handler's result that says what an action came to. Serve
+// puts Summary in Response.Message and, when Failed, answers ok=false
+// with Summary as the error, keeping the outcome itself as Data.
+type Outcome interface {
+	Summary() string
+	Failed() bool
 }
 
 // Err returns the daemon's error as a Go error, nil when OK.

@@ -22,9 +22,11 @@ const (
 	maxConns        = 8        // concurrent clients; more get "busy"
 	readTimeout     = 5 * time.Second
 	writeTimeout    = 5 * time.Second
-	// handlerTimeout bounds one command: a forced rotation may connect
-	// (phase 1 ≤ 20 s + phase 2 ≤ 60 s by default) before it answers.
-	handlerTimeout = 2 * time.Minute
+	// handlerTimeout bounds one command: a rotation waited for may connect
+	// twice before it answers (the new node, then back to the old one:
+	// each phase 1 ≤ 20 s + phase 2 ≤ 60 s by default, and the engine
+	// bounds its own wait a little above that).
+	handlerTimeout = 4 * time.Minute
 )
 
 // logger is looked up on use, so it follows slog.SetDefault done by main.
@@ -158,6 +160,12 @@ func call(ctx context.Context, h Handler, req Request) (resp Response) {
 		return Response{Error: err.Error()}
 	}
 	resp = Response{OK: true}
+	if o, ok := data.(Outcome); ok {
+		resp.Message = o.Summary()
+		if o.Failed() {
+			resp.OK, resp.Error = false, o.Summary()
+		}
+	}
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {

@@ -14,6 +14,25 @@ import (
 // indented key: value lines, whatever the command; --json prints it as it
 // came.
 
+// Write prints the answer to stdout as the CLI shows it: with asJSON the
+// data as it came (a failed action's outcome too); otherwise an action's
+// one-line outcome, the data as text, or "ok" for an answer without data.
+// A failure's error is the caller's to print (to stderr), so text mode
+// prints nothing for it.
+func (r *Response) Write(stdout io.Writer, asJSON bool) {
+	switch {
+	case asJSON && (r.OK || len(r.Data) > 0):
+		WriteJSON(stdout, r.Data)
+	case asJSON, !r.OK:
+	case r.Message != "":
+		fmt.Fprintln(stdout, r.Message)
+	case len(r.Data) == 0:
+		fmt.Fprintln(stdout, "ok")
+	default:
+		WriteText(stdout, r.Data)
+	}
+}
+
 // WriteJSON prints data indented ("null" when empty or not JSON).
 func WriteJSON(w io.Writer, data json.RawMessage) {
 	var out bytes.Buffer

@@ -63,6 +63,9 @@ type Daemon struct {
 
 	probeJobs nodeprobe.Jobs // the one background node probe (CLI, ubus)
 
+	nodeList    *surflare.NodeCache // `surflare nodes`, cached (daemon_rotate.go)
+	nodeListCtx context.Context     // bounds its refreshes: the helpers' context
+
 	ubus *ubus.Service // nil on a laptop
 	logs logRing
 
@@ -185,6 +188,7 @@ func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
 	d.setWAN(detectWAN(context.Background(), c, d.log))
+	d.refreshNodeList()
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 	return d.settings(c), nil
 }
@@ -285,6 +289,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.fw = newFWAdapter(auxCtx, firewall.New(), d.fullSpec(spec))
 	d.vendor = d.vendorClient(c)
+	d.startNodeList(auxCtx)
 	d.prober = &reloadableProber{}
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 
@@ -325,6 +330,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		deps.Override = d.dets.override503
 	}
 	deps.Corroborator = d.corroborator()
+	deps.Nodes = d.nodeList
 	if d.w, err = watchdog.New(d.settings(c), deps); err != nil {
 		return err
 	}

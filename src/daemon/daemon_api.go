@@ -20,10 +20,10 @@ type apiBackend struct{ d *Daemon }
 func (b apiBackend) Status(ctx context.Context) (any, error) { return b.d.status(ctx), nil }
 func (b apiBackend) Nodes(ctx context.Context) (any, error)  { return b.d.nodes(), nil }
 func (b apiBackend) Check(ctx context.Context) error         { return badRequest(b.d.w.Check(ctx)) }
+
+// Rotate: the engine resolves the name (daemon_rotate.go); an unknown one
+// is a 400 like every refusal.
 func (b apiBackend) Rotate(ctx context.Context, node string) error {
-	if node != "" && !b.d.isCandidate(node) {
-		return fmt.Errorf("%w: %q is not a candidate node", api.ErrBadRequest, node)
-	}
 	return badRequest(b.d.w.Rotate(ctx, node))
 }
 func (b apiBackend) Reconnect(ctx context.Context) error { return badRequest(b.d.w.Reconnect(ctx)) }

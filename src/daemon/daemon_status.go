@@ -98,7 +98,7 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 
 // handle is the control socket's handler: status gets the full snapshot;
 // every other command goes to the engine and answers with the snapshot
-// taken after it.
+// taken after it, or, for an action waited for, with its outcome.
 func (d *Daemon) handle(ctx context.Context, req control.Request) (any, error) {
 	if req.Cmd == control.CmdStatus {
 		return d.status(ctx), nil
@@ -106,8 +106,12 @@ func (d *Daemon) handle(ctx context.Context, req control.Request) (any, error) {
 	if data, ok, err := d.handleProbe(req); ok {
 		return data, err
 	}
-	if _, err := d.w.HandleCommand(ctx, req.Cmd, req.Args); err != nil {
+	out, err := d.w.HandleCommand(ctx, req.Cmd, req.Args)
+	if err != nil {
 		return nil, err
+	}
+	if o, ok := out.(watchdog.Outcome); ok { // an action waited for
+		return o, nil
 	}
 	return d.status(ctx), nil
 }

@@ -115,13 +115,12 @@ func (d *Daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			return status(ctx, d.w.Check(ctx))
 		},
 		ubus.MethodRotate: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
-			// as the web API: a typo must not send the daemon to a node
-			// that does not exist
-			node := argString(req, "node")
-			if node != "" && !d.isCandidate(node) {
-				return badArgument(fmt.Errorf("%q is not a candidate node (ubus call surflare nodes lists them)", node))
+			// The engine resolves the name (daemon_rotate.go): a typo is
+			// INVALID_ARGUMENT and changes nothing.
+			if err := d.w.Rotate(ctx, argString(req, "node")); err != nil {
+				return ubusFailure(rotateStatus(err), err)
 			}
-			return status(ctx, d.w.Rotate(ctx, node))
+			return status(ctx, nil)
 		},
 		ubus.MethodProbe: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
 			// Probing takes seconds per node: start it in the background and

@@ -225,7 +225,7 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 		t.Errorf("nodes: %v", n)
 	}
 
-	// rotate: to a named node, refused for a non-candidate or a non-string.
+	// rotate: to a named node, refused for an unknown name or a non-string.
 	if r := u.call("rotate", `{"node":"Chicago"}`); r["node"] != "Chicago" {
 		t.Errorf("rotate Chicago answered node %v", r["node"])
 	}
@@ -233,7 +233,7 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 	if e, err := l.ClientEcho(ctx, 0); err != nil || lab.ExitName(e.IP) != "Chicago" {
 		t.Errorf("after rotate Chicago the LAN exits at %v (%v)", e, err)
 	}
-	u.expectFailure([]string{"rotate", `{"node":"Nowhere"}`}, 254, "is not a candidate node")
+	u.expectFailure([]string{"rotate", `{"node":"Nowhere"}`}, 254, `unknown node \"Nowhere\"`)
 	u.expectFailure([]string{"rotate", `{"node":5}`}, 254, "")
 	u.expectFailure([]string{"nosuch"}, 253, "")
 	if ds, _ := l.DaemonStatus(ctx); ds.Node != "Chicago" {

@@ -246,9 +246,12 @@ func TestDaemonRecoversFromKill9DuringConnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldProxy := l.ProcsByComm(RoleRouter, "surflare-proxy")
-	if out, err := l.Exec(ctx, RoleRouter, l.DaemonBinary(), "reconnect", "--config", l.DaemonConfigPath()); err != nil {
-		t.Fatalf("reconnect: %v %s", err, out)
+	// reconnect waits for its outcome: leave it waiting, the kill ends it.
+	reconnect := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "reconnect", "--config", l.DaemonConfigPath())
+	if err := reconnect.Start(); err != nil {
+		t.Fatalf("reconnect: %v", err)
 	}
+	defer reconnect.Wait()
 	// Kill once the new proxy runs and the data plane is being proven.
 	st, err := l.WaitDaemon(ctx, 5*time.Second, func(s DaemonState) bool {
 		ps := l.ProcsByComm(RoleRouter, "surflare-proxy")

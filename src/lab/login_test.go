@@ -3,7 +3,9 @@ package lab
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -68,16 +70,21 @@ func loginAttempts(s DaemonState) int {
 }
 
 // forceLogin expires the vendor session and asks the daemon to reconnect:
-// its connect sees "session expired" and logs in again.
-func forceLogin(t *testing.T, ctx context.Context, l *Lab) {
+// its connect sees "session expired" and logs in again. reconnect waits
+// for that login and the connect after it; forceLogin returns what it
+// said and whether it succeeded (exit 0).
+func forceLogin(t *testing.T, ctx context.Context, l *Lab) (string, bool) {
 	t.Helper()
 	if err := l.Fault(ctx, FaultAuth, true, "expired"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the fakes re-read faults.json within 200 ms
-	if out, err := l.Exec(ctx, RoleRouter, l.DaemonBinary(), "reconnect", "--config", l.DaemonConfigPath()); err != nil {
+	out, err := l.CommandContext(ctx, RoleRouter, l.DaemonBinary(), "reconnect", "--config", l.DaemonConfigPath()).CombinedOutput()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("reconnect: %v %s", err, out)
 	}
+	return string(out), err == nil
 }
 
 // reLogin runs a forced re-login under the scan and returns what it saw.
@@ -93,7 +100,9 @@ func reLogin(t *testing.T, sets ...string) (hits []string, scans, attempts int, 
 	defer stop()
 	scan := scanCmdlines(sctx, l.Dir, fakes.LabPassword)
 	time.Sleep(50 * time.Millisecond)
-	forceLogin(t, ctx, l)
+	if out, ok := forceLogin(t, ctx, l); !ok || !strings.HasPrefix(out, "reconnected to Dallas in ") {
+		t.Errorf("reconnect through a re-login: %q", out)
+	}
 	st, err = l.WaitDaemon(ctx, 20*time.Second, func(s DaemonState) bool { return s.Healthy() && loginAttempts(s) > before })
 	if err != nil {
 		t.Fatalf("no successful re-login: %v\n%s", err, st.Raw)
@@ -165,7 +174,9 @@ func TestDaemonLoginWithoutUsableCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := loginAttempts(st)
-		forceLogin(t, ctx, l)
+		if out, ok := forceLogin(t, ctx, l); ok || !strings.Contains(out, "the login failed") {
+			t.Errorf("%s: reconnect must say the login failed, with exit 1: %q", c.name, out)
+		}
 		st, err = l.WaitDaemon(ctx, 15*time.Second, func(s DaemonState) bool { return s.State == "auth_failed" })
 		if err != nil {
 			t.Fatalf("%s: no auth_failed state: %v\n%s", c.name, err, st.Raw)

@@ -151,6 +151,7 @@ func (w *Watchdog) onLoginLocked(e loginAttempt) {
 	a.failures++
 	w.counters.LoginFailures = a.failures
 	a.lastError = e.err.Error()
+	w.loginFailedLocked(e.err) // a user's action waiting for this login
 	if surflare.IsFatal(e.err) {
 		a.fatal = true
 		w.logLocked(slog.LevelError, "Login failed (fatal): not retrying until the config is reloaded or a reconnect is requested", "err", e.err)

@@ -2,37 +2,60 @@ package watchdog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+
+	"surflare-watchdog/src/surflare"
 )
 
 // HandleCommand serves one control-socket (or ubus) request. cmd wraps it in
 // a control.Handler. Commands and their arguments:
 //
 //	status                      the Status snapshot
-//	check                       health check now
-//	rotate     {"node": NAME}   rotate to NAME, or to the next candidate without it
-//	reconnect                   reconnect to the current node
+//	check      {"wait": BOOL}   health check now
+//	rotate     {"node": NAME, "wait": BOOL}
+//	                            rotate to NAME (as typed: resolveNode), or to the next candidate without it
+//	reconnect  {"wait": BOOL}   reconnect to the current node
 //	diag       {"on": BOOL}     diag mode on or off ("on"/"off" strings too); no argument toggles
 //	reload                      re-read the config
 //	wan        {"up": BOOL}     WAN hotplug events
 //	stop       {"open": BOOL}   stop the daemon; open also removes the kill switch
 //
-// Every command but status returns the Status snapshot taken after it.
+// Every command but status returns the Status snapshot taken after it;
+// check, rotate and reconnect with wait return their Outcome instead, once
+// they have played out (useraction.go). A refusal (an unknown node, diag
+// mode) is an error either way, and changes nothing.
 func (w *Watchdog) HandleCommand(ctx context.Context, cmd string, args map[string]any) (any, error) {
-	var err error
+	wait, _, err := boolArg(args, "wait")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	var out Outcome
 	switch cmd {
 	case "status":
 		return w.Status(), nil
 	case "check":
-		err = w.Check(ctx)
+		if wait {
+			out, err = w.CheckAndWait(ctx)
+		} else {
+			err = w.Check(ctx)
+		}
 	case "rotate":
 		var node string
 		if node, err = stringArg(args, "node"); err == nil {
-			err = w.Rotate(ctx, node)
+			if wait {
+				out, err = w.RotateAndWait(ctx, node)
+			} else {
+				err = w.Rotate(ctx, node)
+			}
 		}
 	case "reconnect":
-		err = w.Reconnect(ctx)
+		if wait {
+			out, err = w.ReconnectAndWait(ctx)
+		} else {
+			err = w.Reconnect(ctx)
+		}
 	case "diag":
 		var on, set bool
 		if on, set, err = boolArg(args, "on"); err == nil {
@@ -64,8 +87,14 @@ func (w *Watchdog) HandleCommand(ctx context.Context, cmd string, args map[strin
 	default:
 		return nil, fmt.Errorf("unknown command %q (status, check, rotate, reconnect, diag, reload, wan, stop)", cmd)
 	}
-	if err != nil {
+	var unknown *surflare.UnknownNodeError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, err // says what it is: `rotate: unknown node "Narnia"` would say it twice
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", cmd, err)
+	case out.Action != "":
+		return out, nil
 	}
 	return w.Status(), nil
 }

@@ -58,14 +58,34 @@ func (w *Watchdog) startVendorOpLocked(fn func(ctx context.Context, gen int)) {
 	}()
 }
 
-// startConnectLocked begins a connect to node. Automatic attempts obey the
-// reconnect rate limit; user commands (manual) do not.
-func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
+// origin says who asked for a connect, which decides what the reconnect
+// rate limit (ReconnectLimit per ReconnectWindow) makes of it.
+type origin int
+
+const (
+	// byEngine: an automatic attempt (rotation, retry, cascade): limited
+	// and counted.
+	byEngine origin = iota
+	// byEngineUnlimited: automatic, with a backoff of its own (startup,
+	// account API retries): counted, never delayed.
+	byEngineUnlimited
+	// byUser: a user's rotate, reconnect or config change, and the switch
+	// back after a user's switch failed. The budget is the engine's, for
+	// its own attempts: a user's commands neither wait for it nor use it
+	// up, so a few rotations by hand never leave the household without
+	// automatic recovery.
+	byUser
+)
+
+// startConnectLocked begins a connect to node, as origin allows.
+func (w *Watchdog) startConnectLocked(node, reason string, o origin) {
 	now := w.clock.Now()
-	if !manual && !w.rateAllowsLocked(now, node, reason) {
+	if o == byEngine && !w.rateAllowsLocked(now, node, reason) {
 		return
 	}
-	w.attempts = append(w.attempts, now)
+	if o != byUser {
+		w.attempts = append(w.attempts, now)
+	}
 	w.counters.ConnectAttempts++
 	w.cancelCheckLocked()
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
@@ -85,6 +105,7 @@ func (w *Watchdog) startConnectLocked(node, reason string, manual bool) {
 		r, err := w.connectSequence(ctx, s, node, now, modes)
 		w.send(connectDone{gen: gen, node: node, r: r, err: err})
 	})
+	w.connectStartedLocked(node) // a user's action waiting for a login
 	w.log.Info("Connecting to "+node, "reason", reason, "transit", s.Transit, "mode", s.Mode)
 	w.updateLocked("connect " + node + ": " + reason)
 }
@@ -216,9 +237,15 @@ func (w *Watchdog) poll(ctx context.Context, timeout, interval time.Duration, pr
 // onConnectLocked acts on a finished connect sequence.
 func (w *Watchdog) onConnectLocked(e connectDone) {
 	if e.gen != w.vendorGen {
-		return // superseded
+		w.supersededLocked(false, e.gen)
+		return
 	}
 	w.f.connecting = false
+	if w.fallBackLocked(e) { // a user's switch failed: back to the old node
+		w.updateLocked("switch to " + e.node + " failed")
+		return
+	}
+	defer w.connectAnsweredLocked(e)
 	now := w.clock.Now()
 	switch {
 	case e.err == nil:
@@ -358,7 +385,7 @@ func (w *Watchdog) endCooldownLocked() {
 	}
 	w.logLocked(slog.LevelInfo, "Storm cooldown over: starting a new cycle with "+first)
 	if w.canAutoConnectLocked(w.clock.Now()) {
-		w.startConnectLocked(first, "storm cooldown over", false)
+		w.startConnectLocked(first, "storm cooldown over", byEngine)
 	} else {
 		w.scheduleConnectLocked(first, w.clock.Now(), "storm cooldown over")
 	}

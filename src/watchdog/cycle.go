@@ -62,12 +62,14 @@ func (w *Watchdog) recordCheckLocked(r health.Result) {
 // onCheckLocked acts on a health check: the health monitor.
 func (w *Watchdog) onCheckLocked(e checkDone) {
 	if e.gen != w.checkGen {
-		return // superseded by a reconnect or a pause
+		w.supersededLocked(true, e.gen) // by a reconnect or a pause
+		return
 	}
 	w.checkInFlight = false
 	w.checkCancel = nil
 	r := e.r
 	w.recordCheckLocked(r)
+	w.checkAnsweredLocked(e)
 	if w.f.stopping || w.pausedLocked() || !w.f.connected || w.f.connecting {
 		return // recorded for the user; nothing to act on
 	}
@@ -167,7 +169,7 @@ func orUnknown(s string) string {
 // reconnectLocked reconnects to the same node (automatic).
 func (w *Watchdog) reconnectLocked(node, reason string) {
 	w.logLocked(slog.LevelWarn, "Reconnecting to "+node, "reason", reason)
-	w.startConnectLocked(node, reason, false)
+	w.startConnectLocked(node, reason, byEngine)
 }
 
 // rotateLocked gives up on the current node for this cycle and moves on.
@@ -193,7 +195,7 @@ func (w *Watchdog) rotateFromLocked(from, reason string) {
 	cands := w.s.candidates()
 	w.counters.Rotations++
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(cands)), "reason", reason)
-	w.startConnectLocked(next, reason, false)
+	w.startConnectLocked(next, reason, byEngine)
 }
 
 // pickNextLocked walks the candidates after from, in config order, and

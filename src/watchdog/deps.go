@@ -82,6 +82,14 @@ type Override interface {
 	Override(now time.Time) (reason string, active bool)
 }
 
+// NodeResolver turns a node name as a person typed it into the vendor's
+// tag, checked against `surflare nodes` and the candidates (a
+// surflare.NodeCache satisfies it). An unknown name is a
+// *surflare.UnknownNodeError.
+type NodeResolver interface {
+	Resolve(ctx context.Context, input string, candidates []string) (string, error)
+}
+
 // Releaser is the instance lock and pid file (runfiles.Lock satisfies it),
 // released as the very last step of a stop.
 type Releaser interface {
@@ -111,8 +119,11 @@ type Deps struct {
 	// Corroborator, if set, lets a failed check below the threshold rotate
 	// when a strong signal names the current node (see "Fast recovery").
 	Corroborator Corroborator
-	Lock         Releaser
-	Clock        clock.Clock
+	// Nodes, if set, checks the node a user rotates to; without it the
+	// name must be a candidate (or auto).
+	Nodes NodeResolver
+	Lock  Releaser
+	Clock clock.Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.
 	Cleanup []Step
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.

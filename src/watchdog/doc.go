@@ -102,7 +102,10 @@
 //   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
 //     never starts a cooldown and never resets a cycle: it only delays the
 //     next automatic attempt until the window has room. User commands are
-//     not rate limited.
+//     neither rate limited nor counted: the budget is the engine's own.
+//     A user's switch away from a working tunnel that fails on the new
+//     node goes back to the old node at once instead of cascading, and an
+//     unknown node name changes nothing (useraction.go).
 //
 // # Fast recovery
 //

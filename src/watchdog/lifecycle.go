@@ -130,18 +130,8 @@ func (w *Watchdog) waitOps(d time.Duration) {
 // Check runs a health check now (SIGUSR1). In diag mode the result is only
 // recorded.
 func (w *Watchdog) Check(ctx context.Context) error {
-	return w.do(ctx, func() error {
-		if w.f.probing {
-			return ErrProbing
-		}
-		if w.f.connecting {
-			return errors.New("a connect is in progress; it checks health itself")
-		}
-		if !w.checkInFlight {
-			w.startCheckLocked()
-		}
-		return nil
-	})
+	_, err := w.check(ctx, false)
+	return err
 }
 
 // onCheckRequestLocked acts on a detector's request (Inbox): a check
@@ -163,42 +153,19 @@ func (w *Watchdog) onCheckRequestLocked(r CheckRequest) {
 }
 
 // Rotate connects to node, or to the next candidate when node is empty. A
-// user command: it is not rate limited, ends a storm cooldown and allows
-// one more login after a fatal error.
+// user command: the name is resolved first (an unknown one changes
+// nothing), it is not rate limited, ends a storm cooldown and allows one
+// more login after a fatal error. A switch away from a working tunnel that
+// fails on the new node goes back to the old one (useraction.go).
 func (w *Watchdog) Rotate(ctx context.Context, node string) error {
-	return w.do(ctx, func() error {
-		if w.f.diag {
-			return ErrDiag
-		}
-		if w.f.probing {
-			return ErrProbing
-		}
-		if node == "" {
-			next, ok := w.pickNextLocked(w.node, false)
-			if !ok {
-				return errors.New("no other candidate to rotate to")
-			}
-			node = next
-		}
-		w.logLocked(slog.LevelInfo, fmt.Sprintf("Node rotation: %s -> %s (requested)", w.node, node))
-		w.counters.Rotations++
-		w.userConnectLocked(node, "rotate requested")
-		return nil
-	})
+	_, err := w.rotate(ctx, node, false)
+	return err
 }
 
 // Reconnect reconnects to the current node; a user command like Rotate.
 func (w *Watchdog) Reconnect(ctx context.Context) error {
-	return w.do(ctx, func() error {
-		if w.f.diag {
-			return ErrDiag
-		}
-		if w.f.probing {
-			return ErrProbing
-		}
-		w.userConnectLocked(w.node, "reconnect requested")
-		return nil
-	})
+	_, err := w.reconnect(ctx, false)
+	return err
 }
 
 // userConnectLocked clears what a user command overrides and connects.
@@ -214,7 +181,7 @@ func (w *Watchdog) userConnectLocked(node, reason string) {
 	w.counters.FailedReconnects = 0
 	w.accountRetries = 0
 	w.f.auth.fatal = false
-	w.startConnectLocked(node, reason, true)
+	w.startConnectLocked(node, reason, byUser)
 }
 
 // SetDiag turns diag mode on or off. On: tables stay as they are and the

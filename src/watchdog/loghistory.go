@@ -205,7 +205,7 @@ func (w *Watchdog) switchTransitLocked(node, reason string) bool {
 	w.counters.TransitSwitches++
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Transit switch: %s via %s -> %s via %s (%d recent urltest errors via %s, none via %s)",
 		node, cur, node, alt, curErrs, cur, alt), "reason", reason)
-	w.startConnectLocked(node, "transit switch: "+reason, false)
+	w.startConnectLocked(node, "transit switch: "+reason, byEngine)
 	return true
 }
 

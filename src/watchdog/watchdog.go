@@ -60,7 +60,7 @@ type Watchdog struct {
 	connectStartedAt time.Time       // start of the current connect attempt
 	accountRetries   int             // consecutive "Account check failed" connects
 	overridden       string          // node a 503 storm override already reconnected (rotate if it persists)
-	attempts         []time.Time     // automatic connect attempts, for the rate limit
+	attempts         []time.Time     // automatic connect attempts, for the rate limit (origin)
 	rateLimitedUntil time.Time
 	nextCheckAt      time.Time
 	retryAt          time.Time
@@ -83,6 +83,7 @@ type Watchdog struct {
 	authGen       int
 	authCancel    context.CancelFunc
 	authDone      chan struct{}
+	actions       []*userAction // user actions being played out (useraction.go)
 
 	shutdown     bool
 	shutdownOpen bool
@@ -160,7 +161,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	node, why := w.chooseStartLocked(vt, haveVT)
 	w.node = node
 	w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
-	w.startConnectLocked(w.node, "startup", true)
+	w.startConnectLocked(w.node, "startup", byEngineUnlimited)
 	w.updateLocked("started")
 	w.mu.Unlock()
 	close(w.running)
@@ -314,10 +315,13 @@ func (w *Watchdog) tickLocked() {
 		return
 	}
 	if due(w.retryAt, now) {
-		node, reason, unlimited := w.retryNode, w.retryReason, w.retryUnlimited
+		node, reason, o := w.retryNode, w.retryReason, byEngine
+		if w.retryUnlimited {
+			o = byEngineUnlimited
+		}
 		w.retryAt, w.retryUnlimited = time.Time{}, false
 		if !w.f.connecting && w.canAutoConnectLocked(now) {
-			w.startConnectLocked(node, reason, unlimited)
+			w.startConnectLocked(node, reason, o)
 		}
 	}
 	if due(w.nextCheckAt, now) {

@@ -93,7 +93,7 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		*runDir = runDirFromConfig(*cfgPath, stderr)
 	}
 	sock := control.SocketPath(*runDir)
-	resp, err := control.Call(ctx, sock, req)
+	resp, err := control.Call(ctx, sock, control.WithWait(req)) // an action answers with its outcome
 	switch {
 	case errors.Is(err, control.ErrNotRunning):
 		fmt.Fprintf(stderr, "surflare-watchdog: daemon not running (no control socket at %s)\n", sock)
@@ -104,8 +104,13 @@ func (d daemonCommand) run(ctx context.Context, args []string, stdout, stderr io
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, err)
 		return exitFailure
 	case !resp.OK:
+		resp.Write(stdout, *asJSON)
 		fmt.Fprintf(stderr, "surflare-watchdog %s: %v\n", d.name, resp.Err())
 		return exitFailure
+	}
+	if resp.Message != "" && !*asJSON && !*verbose {
+		fmt.Fprintln(stdout, resp.Message) // an action's outcome: "rotated to Chicago in 2.1 s"
+		return exitOK
 	}
 	d.printAnswer(stdout, resp.Data, *asJSON, *verbose)
 	return exitOK

@@ -107,6 +107,9 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 		w.overridden = "" // the storm is over
 	}
 	if r.Outcome.Healthy() {
+		if ms := medianTunnelLatency(r); ms > 0 {
+			w.latency[w.node] = ms
+		}
 		if w.f.consecutiveFails > 0 {
 			w.logLocked(slog.LevelInfo, fmt.Sprintf("VPN recovered on %s after %d failed checks", w.node, w.f.consecutiveFails))
 		}

@@ -48,7 +48,8 @@ func firewallMode(f facts) FirewallMode {
 			return FirewallStoppedOpen
 		}
 		return FirewallStopped
-	case f.auth.failOpen:
+	case f.auth.failOpen || f.pre.openSetup:
+		// A fresh install without an account (preflight.go) is open too.
 		return FirewallFailOpen
 	case f.lanProxied:
 		return FirewallLANProxy

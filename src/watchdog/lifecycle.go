@@ -134,6 +134,7 @@ func (w *Watchdog) Check(ctx context.Context) error {
 		if w.f.probing {
 			return ErrProbing
 		}
+		w.runPreflightLocked() // a fixed cause is noticed at once
 		if w.f.connecting {
 			return errors.New("a connect is in progress; it checks health itself")
 		}
@@ -173,6 +174,9 @@ func (w *Watchdog) Rotate(ctx context.Context, node string) error {
 		if w.f.probing {
 			return ErrProbing
 		}
+		if err := w.blockedErrLocked(); err != nil {
+			return err
+		}
 		if node == "" {
 			next, ok := w.pickNextLocked(w.node, false)
 			if !ok {
@@ -196,6 +200,9 @@ func (w *Watchdog) Reconnect(ctx context.Context) error {
 		if w.f.probing {
 			return ErrProbing
 		}
+		if err := w.blockedErrLocked(); err != nil {
+			return err
+		}
 		w.userConnectLocked(w.node, "reconnect requested")
 		return nil
 	})
@@ -203,6 +210,10 @@ func (w *Watchdog) Reconnect(ctx context.Context) error {
 
 // userConnectLocked clears what a user command overrides and connects.
 func (w *Watchdog) userConnectLocked(node, reason string) {
+	if w.f.pre.blocked() {
+		w.node = node // tried once the preflight is clear
+		return
+	}
 	if !w.f.cooldownUntil.IsZero() {
 		w.f.cooldownUntil = time.Time{}
 		w.logSince = w.stormAt
@@ -315,6 +326,7 @@ func (w *Watchdog) Reload(ctx context.Context, s Settings) error {
 		}
 		w.counters.FailThreshold = s.FailThreshold
 		w.logLocked(slog.LevelInfo, "Configuration reloaded")
+		w.runPreflightLocked()
 		if w.f.auth.fatal {
 			w.f.auth.fatal = false
 			w.f.auth.needed = true

@@ -1,0 +1,144 @@
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"surflare-watchdog/src/preflight"
+)
+
+// Preflighter finds the local causes that stop the tunnel before any node
+// is tried (package preflight; the daemon builds the input from its
+// config). It is called at startup, every CheckInterval, on `check` and
+// after a reload.
+type Preflighter func(ctx context.Context) preflight.Report
+
+// preflightDone is a finished preflight run.
+type preflightDone struct {
+	gen int
+	r   preflight.Report
+}
+
+// blockerFacts are the preflight half of the facts.
+type blockerFacts struct {
+	// blocker is the finding that stops the tunnel (Check == "" when none).
+	blocker preflight.Finding
+	// openSetup: the blocker is a missing account on a router that never
+	// had a working tunnel (a fresh install): the kill switch is dropped
+	// until an account is set up, so a new router does not lock its LAN
+	// silently. A router that has worked before keeps it armed.
+	openSetup bool
+}
+
+func (b blockerFacts) blocked() bool { return b.blocker.Check != "" }
+
+// runPreflightLocked runs the preflight in the background; its result
+// arrives as preflightDone. A run already in flight is superseded.
+func (w *Watchdog) runPreflightLocked() {
+	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
+	if w.d.Preflight == nil {
+		return
+	}
+	w.preflightGen++
+	gen := w.preflightGen
+	w.ops.Add(1)
+	go func() {
+		defer w.ops.Done()
+		ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
+		defer cancel()
+		w.send(preflightDone{gen: gen, r: w.d.Preflight(ctx)})
+	}()
+}
+
+// preflightTimeout bounds one run: the checks stat files and ask for a
+// route, which takes milliseconds; a hung netlink socket must not hold
+// the engine's knowledge back.
+const preflightTimeout = 5 * time.Second
+
+// startupPreflight runs the preflight once before the first connect, on
+// the caller's goroutine (Run, before the loop starts).
+func (w *Watchdog) startupPreflight(ctx context.Context) {
+	if w.d.Preflight == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, preflightTimeout)
+	r := w.d.Preflight(pctx)
+	cancel()
+	w.mu.Lock()
+	w.applyPreflightLocked(r)
+	w.mu.Unlock()
+}
+
+func (w *Watchdog) onPreflightLocked(e preflightDone) {
+	if e.gen != w.preflightGen {
+		return
+	}
+	wasBlocked := w.f.pre.blocked()
+	w.applyPreflightLocked(e.r)
+	if wasBlocked && !w.f.pre.blocked() && w.f.started && !w.f.connected && !w.f.connecting &&
+		w.retryAt.IsZero() && w.canAutoConnectLocked(w.clock.Now()) {
+		w.startConnectLocked(w.node, "preflight clear", false)
+	}
+	w.updateLocked("preflight")
+}
+
+// applyPreflightLocked takes a report as the new facts: logs a blocker
+// once when it appears (and when it goes), and sets the firewall for a
+// fresh install without an account (blockerFacts.openSetup).
+func (w *Watchdog) applyPreflightLocked(r preflight.Report) {
+	w.preflight = &r
+	b, blocked := r.Blocker()
+	old := w.f.pre
+	next := blockerFacts{}
+	if blocked {
+		next.blocker = b
+		next.openSetup = b.Check == preflight.CheckCredentials && w.mem.Node == "" && w.lastGood == ""
+	}
+	switch {
+	case blocked && old.blocker.Why != b.Why:
+		w.logLocked(slog.LevelError, "Not connecting: "+r.Why(), "check", b.Check, "detail", b.Detail)
+	case !blocked && old.blocked():
+		w.logLocked(slog.LevelInfo, "Preflight clear: "+old.blocker.Check+" fixed; connecting")
+	}
+	if next.openSetup != old.openSetup {
+		w.setOpenSetupLocked(next)
+		return
+	}
+	w.f.pre = next
+}
+
+// setOpenSetupLocked moves the firewall into or out of the fresh-install
+// mode; on failure the facts keep the kill switch (armed is the safe side).
+func (w *Watchdog) setOpenSetupLocked(next blockerFacts) {
+	f := w.f
+	f.pre = next
+	if next.openSetup {
+		f.lanProxied = false
+	}
+	ctx, cancel := context.WithTimeout(w.opCtx, w.s.StopTimeout)
+	err := w.d.Firewall.Set(ctx, firewallMode(f))
+	cancel()
+	if err != nil {
+		w.logLocked(slog.LevelError, "Changing the kill switch for the account setup failed; it stays as it was", "err", err)
+		next.openSetup = w.f.pre.openSetup
+		w.f.pre = next
+		return
+	}
+	w.f = f
+	if next.openSetup {
+		w.logLocked(slog.LevelWarn, "Kill switch off until a Surflare account is set up: this router never had a working tunnel, so the LAN uses the normal Internet connection for now")
+	} else {
+		w.logLocked(slog.LevelInfo, "Kill switch armed: a Surflare account is set up")
+	}
+}
+
+// blockedErrLocked is the refusal of a user command that would try a node
+// while a local cause stops every node.
+func (w *Watchdog) blockedErrLocked() error {
+	if !w.f.pre.blocked() {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrBlocked, w.preflight.Why())
+}

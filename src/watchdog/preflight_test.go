@@ -1,0 +1,183 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"surflare-watchdog/src/preflight"
+)
+
+// fakePreflight answers with whatever finding the test set.
+type fakePreflight struct {
+	mu   sync.Mutex
+	f    *preflight.Finding
+	runs int
+}
+
+func (p *fakePreflight) set(f *preflight.Finding) { p.mu.Lock(); p.f = f; p.mu.Unlock() }
+
+func (p *fakePreflight) run(context.Context) preflight.Report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.runs++
+	r := preflight.Report{At: time.Now()}
+	if p.f != nil {
+		r.Findings = []preflight.Finding{*p.f}
+	}
+	return r
+}
+
+var (
+	noVendor = &preflight.Finding{Check: preflight.CheckVendor, Severity: preflight.Blocker,
+		Why: "Surflare client not found at /usr/bin/surflare", Fix: "install the Surflare client first",
+		Detail: "stat /usr/bin/surflare: no such file or directory"}
+	noAccount = &preflight.Finding{Check: preflight.CheckCredentials, Severity: preflight.Blocker,
+		Why: "No Surflare account is set up on this router", Fix: "enter your Surflare e-mail and password"}
+)
+
+func withPreflight(p *fakePreflight) func(*Deps) {
+	return func(d *Deps) { d.Preflight = p.run }
+}
+
+// noNodeBlamed reports a node marked failed or a connect attempt made.
+func noNodeBlamed(h *harness) {
+	h.t.Helper()
+	st := h.w.Status()
+	if n := len(h.connects()); n != 0 || st.Counters.ConnectAttempts != 0 {
+		h.t.Errorf("%d vendor connects, %d attempts counted; want none while blocked", n, st.Counters.ConnectAttempts)
+	}
+	for _, c := range st.Candidates {
+		if c.Failed {
+			h.t.Errorf("candidate %s marked failed for a local cause", c.Node)
+		}
+	}
+}
+
+// A first start without the vendor client: no node is tried or blamed,
+// the why line names the client, the log says it in plain words, the
+// kill switch stays armed, and `check` after installing it connects at
+// once.
+func TestPreflightBlockerTriesNoNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		pf := &fakePreflight{f: noVendor}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
+		h.advance(2 * time.Minute) // several check intervals: still nothing tried
+		h.requireState(StateBlocked)
+		noNodeBlamed(h)
+		st := h.w.Status()
+		if !strings.Contains(st.Why.Line, "Surflare client not found at /usr/bin/surflare") || st.Why.Severity != WhyAction {
+			t.Errorf("why = %+v, want the missing client, severity action", st.Why)
+		}
+		if !strings.Contains(st.Why.Detail, "preflight=vendor_client") || strings.Contains(st.Why.Line, "vendor_client") {
+			t.Errorf("why = %+v: the check's code belongs in detail only", st.Why)
+		}
+		if h.logged("Not connecting: Surflare client not found at /usr/bin/surflare — install") != 1 {
+			t.Errorf("want one plain log line for the blocker:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		if m := wd.lastFirewallMode(); m != "kill-switch" {
+			t.Errorf("firewall %s while blocked, want kill-switch", m)
+		}
+		if err := h.w.Rotate(context.Background(), "Dallas"); !errors.Is(err, ErrBlocked) {
+			t.Errorf("rotate while blocked = %v, want ErrBlocked", err)
+		}
+		if st.Preflight == nil || len(st.Preflight.Findings) != 1 {
+			t.Errorf("status preflight = %+v, want the finding", st.Preflight)
+		}
+
+		pf.set(nil) // the client is installed
+		if err := h.w.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(5 * time.Second)
+		h.requireState(StateHealthy)
+		if got := h.connects(); len(got) != 1 {
+			t.Errorf("connects after the fix = %q, want one", got)
+		}
+		if st := h.w.Status(); st.Why.Severity != WhyOK || !strings.Contains(st.Why.Line, "Internet is working through") {
+			t.Errorf("why = %+v once healthy", st.Why)
+		}
+		h.stop()
+	})
+}
+
+// The cause goes away by itself (the WAN comes back): the next preflight,
+// one check interval later, clears it without any command.
+func TestPreflightRetriesEveryCheckInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wan := &preflight.Finding{Check: preflight.CheckWAN, Severity: preflight.Blocker, Why: "The router has no Internet connection", Fix: "check the modem"}
+		pf := &fakePreflight{f: wan}
+		s := testSettings(t)
+		h := start(t, s, wd, withPreflight(pf))
+		h.requireState(StateBlocked)
+		runs := pf.runs
+		pf.set(nil)
+		h.advance(s.CheckInterval + 5*time.Second)
+		if pf.runs <= runs {
+			t.Errorf("preflight ran %d times in a check interval, want again", pf.runs-runs)
+		}
+		h.requireState(StateHealthy)
+		noFailed := true
+		for _, c := range h.w.Status().Candidates {
+			noFailed = noFailed && !c.Failed
+		}
+		if !noFailed || h.logged("Preflight clear: wan fixed; connecting") != 1 {
+			t.Errorf("want a clear line and no failed node:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.stop()
+	})
+}
+
+// A fresh install without an account does not lock the LAN: the kill
+// switch is off (and the why line says so) until the account is set up,
+// then it is armed before the first connect.
+func TestPreflightFreshInstallWithoutAccountLeavesLANOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		pf := &fakePreflight{f: noAccount}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
+		h.requireState(StateBlocked)
+		noNodeBlamed(h)
+		if m := wd.lastFirewallMode(); m != "fail-open" {
+			t.Errorf("firewall %s on a fresh install without an account, want fail-open", m)
+		}
+		if st := h.w.Status(); !strings.Contains(st.Why.Line, "No Surflare account") || !strings.Contains(st.Why.Line, "kill switch is off") {
+			t.Errorf("why = %+v", st.Why)
+		}
+		pf.set(nil)
+		if err := h.w.Check(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(5 * time.Second)
+		h.requireState(StateHealthy)
+		calls := wd.get().calls
+		armed, connect := -1, -1
+		for i, c := range calls {
+			if c == "fw.Set kill-switch" && armed < 0 && i > indexOf(calls, "fw.Set fail-open") {
+				armed = i
+			}
+			if strings.HasPrefix(c, "vendor.Connect ") && connect < 0 {
+				connect = i
+			}
+		}
+		if armed < 0 || connect < armed {
+			t.Errorf("the kill switch must be re-armed before the first connect: %q", calls)
+		}
+		h.stop()
+	})
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return len(s)
+}

@@ -23,6 +23,7 @@ import (
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/history"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
@@ -62,6 +63,8 @@ type Daemon struct {
 	procs  nsProcs
 
 	probeJobs nodeprobe.Jobs // the one background node probe (CLI, ubus)
+	pre       preflightState // daemon_preflight.go
+	hist      *history.Recorder
 
 	ubus *ubus.Service // nil on a laptop
 	logs logRing
@@ -88,7 +91,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), dets: &detectorSet{},
-		inbox: watchdog.NewInbox()}
+		inbox: watchdog.NewInbox(), hist: history.New(0)}
 	for _, w := range h.Warnings() {
 		d.log.Warn("config: " + w.String())
 	}
@@ -168,6 +171,7 @@ func (r *reloadableProber) Check(ctx context.Context) health.Result { return r.p
 // logged; on success the firewall Spec and the checker follow it.
 func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 	_, warns, err := d.cfgs.Reload()
+	d.pre.setReloadErr(err)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			d.log.Error("config: " + line)
@@ -314,6 +318,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Detectors:  d.dets,
 		Inbox:      d.inbox,
 		Cleanup:    steps,
+		Preflight:  d.preflighter(),
 		LoadSettings: func() (watchdog.Settings, error) {
 			return d.loadSettings()
 		},
@@ -333,6 +338,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return serveControl(ctx, runDir, d)
 	})
 	d.startEvents(auxCtx)
+	d.startHistory(auxCtx)
 	d.startFrontends(auxCtx, c)
 	d.startChnroute(auxCtx, c)
 

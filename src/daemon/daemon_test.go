@@ -95,3 +95,15 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// The cause of a failure is in its fields: `ubus call surflare log` shows
+// them as the log does (the web log gets them in the event's fields).
+func TestLogRingKeepsTheFields(t *testing.T) {
+	var r logRing
+	r.add(time.Unix(0, 0), &watchdog.LogLine{Level: "ERROR", Message: "Connect failed",
+		Fields: map[string]string{"node": "Dallas", "err": "fork/exec /usr/bin/surflare: no such file or directory"}})
+	got := r.last(1)[0]
+	if !strings.HasSuffix(got, `ERROR Connect failed err="fork/exec /usr/bin/surflare: no such file or directory" node="Dallas"`) {
+		t.Errorf("line = %q", got)
+	}
+}

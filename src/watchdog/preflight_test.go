@@ -181,3 +181,15 @@ func indexOf(s []string, v string) int {
 	}
 	return len(s)
 }
+
+// A log line's attributes reach subscribers (the web log): the err of a
+// failure is where its cause is.
+func TestLogEventsCarryFields(t *testing.T) {
+	got := logFields([]any{"err", errors.New("fork/exec /usr/bin/surflare: no such file or directory"), "n", 3})
+	if got["err"] != "fork/exec /usr/bin/surflare: no such file or directory" || got["n"] != "3" || len(got) != 2 {
+		t.Errorf("fields = %q", got)
+	}
+	if logFields(nil) != nil {
+		t.Error("no args: want no fields")
+	}
+}

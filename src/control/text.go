@@ -27,7 +27,7 @@ func WriteJSON(w io.Writer, data json.RawMessage) {
 // summaryFirst are the keys a person looks for first in a status answer;
 // everything else follows alphabetically. Unknown keys are shown as they
 // come, so the daemon can grow its status without breaking this.
-var summaryFirst = []string{"state", "node", "transit", "mode", "role", "exit", "exit_ip", "exit_country", "uptime_s", "uptime", "started_at", "since", "message"}
+var summaryFirst = []string{"why", "state", "node", "transit", "mode", "role", "exit", "exit_ip", "exit_country", "uptime_s", "uptime", "started_at", "since", "message"}
 
 // WriteText renders the daemon's JSON answer for people: one "key: value"
 // a line, nested objects indented, lists of scalars joined.

@@ -135,8 +135,18 @@ func (w *Watchdog) setOpenSetupLocked(next blockerFacts) {
 }
 
 // blockedErrLocked is the refusal of a user command that would try a node
-// while a local cause stops every node.
+// while a local cause stops every node. The preflight runs again first, on
+// the loop (it takes milliseconds): a cause just fixed does not refuse the
+// command, one that just appeared does not cost a node.
 func (w *Watchdog) blockedErrLocked() error {
+	if w.d.Preflight != nil {
+		ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
+		r := w.d.Preflight(ctx)
+		cancel()
+		w.preflightGen++ // a run in flight is older than this one
+		w.applyPreflightLocked(r)
+		w.updateLocked("preflight")
+	}
 	if !w.f.pre.blocked() {
 		return nil
 	}

@@ -150,5 +150,9 @@ func (w *Watchdog) blockedErrLocked() error {
 	if !w.f.pre.blocked() {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrBlocked, w.preflight.Why())
+	err := fmt.Errorf("%w: %s", ErrBlocked, w.preflight.Why())
+	if d := w.f.pre.blocker.Detail; d != "" {
+		err = fmt.Errorf("%w (%s)", err, d)
+	}
+	return err
 }

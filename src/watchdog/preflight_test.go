@@ -3,6 +3,7 @@ package watchdog
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -192,4 +193,25 @@ func TestLogEventsCarryFields(t *testing.T) {
 	if logFields(nil) != nil {
 		t.Error("no args: want no fields")
 	}
+}
+
+// A router that has had a working tunnel keeps the kill switch armed when
+// its account goes missing: offline, nothing leaks.
+func TestPreflightMissingAccountOnAUsedRouterKeepsKillSwitch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.MemoryFile = filepath.Join(t.TempDir(), MemoryFileName)
+		writeMemory(t, s.MemoryFile, memory{Node: "Dallas", Transit: "auto", ConfigTransit: "auto", At: time.Now().Add(-2 * time.Hour)})
+		h := start(t, s, wd, withPreflight(&fakePreflight{f: noAccount}))
+		h.requireState(StateBlocked)
+		noNodeBlamed(h)
+		if n := wd.count("fw.Set fail-open"); n != 0 {
+			t.Errorf("the kill switch was dropped %d times on a router that worked before", n)
+		}
+		if st := h.w.Status(); strings.Contains(st.Why.Line, "kill switch is off") {
+			t.Errorf("why = %q, but the kill switch is armed", st.Why.Line)
+		}
+		h.stop()
+	})
 }

@@ -164,11 +164,13 @@ func (w *Watchdog) Run(ctx context.Context) error {
 		w.stop(ctx, false)
 		return err
 	}
-	w.startupPreflight(ctx)
 	w.mu.Lock()
 	w.f.started = true
-	node, why := w.chooseStartLocked(vt, haveVT)
+	node, why := w.chooseStartLocked(vt, haveVT) // loads the memory the preflight's facts need
 	w.node = node
+	w.mu.Unlock()
+	w.startupPreflight(ctx)
+	w.mu.Lock()
 	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
 	if w.f.pre.blocked() {
 		// A local cause: no node is tried, none is marked failed; the

@@ -175,6 +175,12 @@ func (w *Watchdog) reconnectLocked(node, reason string) {
 
 // rotateLocked gives up on the current node for this cycle and moves on.
 func (w *Watchdog) rotateLocked(reason string) {
+	if w.localCauseLocked() {
+		// The router's fault, not the node's (preflight.go): keep the
+		// node, keep probing; the preflight clears the way back.
+		w.nextCheckAt = w.clock.Now().Add(w.s.DegradedInterval)
+		return
+	}
 	old := w.node
 	w.tried[old] = true
 	w.rememberFailedLocked(old)

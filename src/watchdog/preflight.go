@@ -139,12 +139,7 @@ func (w *Watchdog) setOpenSetupLocked(next blockerFacts) {
 // the loop (it takes milliseconds): a cause just fixed does not refuse the
 // command, one that just appeared does not cost a node.
 func (w *Watchdog) blockedErrLocked() error {
-	if w.d.Preflight != nil {
-		ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
-		r := w.d.Preflight(ctx)
-		cancel()
-		w.preflightGen++ // a run in flight is older than this one
-		w.applyPreflightLocked(r)
+	if w.localCauseLocked() {
 		w.updateLocked("preflight")
 	}
 	if !w.f.pre.blocked() {
@@ -155,4 +150,20 @@ func (w *Watchdog) blockedErrLocked() error {
 		err = fmt.Errorf("%w (%s)", err, d)
 	}
 	return err
+}
+
+// localCauseLocked runs the preflight now, on the loop, before a node is
+// given up on (a failed connect, a rotation): when the router itself has
+// lost what the tunnel needs since the last run (the client was removed,
+// the WAN route went), the node is not to blame and is not marked failed.
+func (w *Watchdog) localCauseLocked() bool {
+	if w.d.Preflight == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
+	r := w.d.Preflight(ctx)
+	cancel()
+	w.preflightGen++
+	w.applyPreflightLocked(r)
+	return w.f.pre.blocked()
 }

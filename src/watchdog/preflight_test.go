@@ -215,3 +215,31 @@ func TestPreflightMissingAccountOnAUsedRouterKeepsKillSwitch(t *testing.T) {
 		h.stop()
 	})
 }
+
+// The client disappears while the tunnel runs and then the node fails its
+// checks: before giving the node up the preflight runs again, finds the
+// local cause, and neither rotates nor marks the node failed.
+func TestPreflightLocalCauseAtRuntimeBlamesNoNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		pf := &fakePreflight{}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
+		h.requireState(StateHealthy)
+		before := len(h.connects())
+		pf.set(noVendor)
+		failDallas(h)
+		st := h.w.Status()
+		if got := h.connects(); len(got) != before || st.Counters.Rotations != 0 {
+			t.Errorf("connects %q, rotations %d after the client vanished: want no new connect", got, st.Counters.Rotations)
+		}
+		for _, c := range st.Candidates {
+			if c.Failed {
+				t.Errorf("candidate %s marked failed for a local cause", c.Node)
+			}
+		}
+		if !strings.Contains(st.Why.Line, "Surflare client not found") {
+			t.Errorf("why = %q, want the local cause", st.Why.Line)
+		}
+		h.stop()
+	})
+}

@@ -89,6 +89,9 @@ func (w *Watchdog) whyLocked(st Status, now time.Time) Why {
 		}
 		return y(WhyWarn, "Kill switch on: not connected")
 	case StateDegraded:
+		if b := w.f.pre.blocker; w.f.pre.blocked() {
+			return y(WhyAction, b.Why+" — "+b.Fix)
+		}
 		return y(WhyWarn, fmt.Sprintf("Internet through %s is failing checks (%d of %d before switching)", w.node, w.f.consecutiveFails, w.s.FailThreshold))
 	case StateHealthy:
 		where := w.node

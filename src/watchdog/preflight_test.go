@@ -18,6 +18,9 @@ type fakePreflight struct {
 	mu   sync.Mutex
 	f    *preflight.Finding
 	runs int
+	// from, when set, is the run from which on f is reported (earlier
+	// runs are clean): a cause that appears between two runs.
+	from int
 }
 
 func (p *fakePreflight) set(f *preflight.Finding) { p.mu.Lock(); p.f = f; p.mu.Unlock() }
@@ -27,7 +30,7 @@ func (p *fakePreflight) run(context.Context) preflight.Report {
 	defer p.mu.Unlock()
 	p.runs++
 	r := preflight.Report{At: time.Now()}
-	if p.f != nil {
+	if p.f != nil && p.runs >= p.from {
 		r.Findings = []preflight.Finding{*p.f}
 	}
 	return r
@@ -217,8 +220,8 @@ func TestPreflightMissingAccountOnAUsedRouterKeepsKillSwitch(t *testing.T) {
 }
 
 // The client disappears while the tunnel runs and then the node fails its
-// checks: before giving the node up the preflight runs again, finds the
-// local cause, and neither rotates nor marks the node failed.
+// checks: the next preflight finds the local cause, and the watchdog
+// neither rotates nor marks the node failed.
 func TestPreflightLocalCauseAtRuntimeBlamesNoNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
@@ -239,6 +242,41 @@ func TestPreflightLocalCauseAtRuntimeBlamesNoNode(t *testing.T) {
 		}
 		if !strings.Contains(st.Why.Line, "Surflare client not found") {
 			t.Errorf("why = %q, want the local cause", st.Why.Line)
+		}
+		h.stop()
+	})
+}
+
+// The client disappears between two preflight runs and a connect fails:
+// before the node is blamed the preflight runs again, and the node is
+// neither marked failed nor counted as a failed reconnect.
+func TestPreflightFailedConnectWithLocalCauseBlamesNoNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		pf := &fakePreflight{}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
+		h.requireState(StateHealthy)
+		pf.mu.Lock()
+		pf.f, pf.from = noVendor, pf.runs+2 // clean for the rotate's own run, blocked from the next
+		pf.mu.Unlock()
+		wd.set(func(w *world) {
+			w.connectErr["Los Angeles"] = []error{errors.New("fork/exec /usr/bin/surflare: no such file or directory")}
+		})
+		if err := h.w.Rotate(context.Background(), "Los Angeles"); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(5 * time.Second)
+		st := h.w.Status()
+		for _, c := range st.Candidates {
+			if c.Failed {
+				t.Errorf("candidate %s marked failed for a local cause", c.Node)
+			}
+		}
+		if st.Counters.FailedReconnects != 0 || st.State != StateBlocked {
+			t.Errorf("state %s, failed reconnects %d: want blocked, none counted", st.State, st.Counters.FailedReconnects)
+		}
+		if h.logged("Connect to Los Angeles failed: the cause is on this router") != 1 {
+			t.Errorf("no plain line for the failed connect:\n%s", strings.Join(h.logs(), "\n"))
 		}
 		h.stop()
 	})

@@ -2,11 +2,13 @@ package daemon
 
 import (
 	"context"
+	"math"
 	"sync"
 
 	"github.com/vishvananda/netns"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/preflight"
 	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/watchdog"
@@ -73,4 +75,27 @@ func hostWAN(ctx context.Context) (string, error) {
 	}
 	defer h.Close()
 	return h.WANDevice(ctx)
+}
+
+// withProbeLatency fills latency_ms of the candidates the engine has no
+// passing check of with the last node probe's warm round trip (the
+// results file `surflare-watchdog probe` and ubus probe write), so the
+// nodes table has a number for nodes the tunnel has not been on.
+func withProbeLatency(cands []watchdog.CandidateStatus, runDir string) []watchdog.CandidateStatus {
+	rep, err := nodeprobe.ReadResults(nodeprobe.ResultsPath(runDir))
+	if err != nil {
+		return cands
+	}
+	byNode := map[string]int64{}
+	for _, r := range rep.Nodes {
+		if r.OK && r.L7TTFBMS != nil && *r.L7TTFBMS > 0 {
+			byNode[r.Node] = int64(math.Round(*r.L7TTFBMS))
+		}
+	}
+	for i, c := range cands {
+		if c.LatencyMS == 0 {
+			cands[i].LatencyMS = byNode[c.Node]
+		}
+	}
+	return cands
 }

@@ -254,7 +254,7 @@ type nodeRow struct {
 func (d *Daemon) nodes() []nodeRow {
 	st := d.w.Status()
 	out := make([]nodeRow, 0, len(st.Candidates))
-	for _, c := range st.Candidates {
+	for _, c := range withProbeLatency(st.Candidates, d.cfgs.Get().Paths.RunDir) {
 		out = append(out, nodeRow{CandidateStatus: c, Transit: st.Transit})
 	}
 	return out

@@ -61,7 +61,7 @@
 // up the reconnect budget — a router without /usr/bin/surflare once tried
 // all six nodes in ten seconds. So the preflight's first blocker is a
 // fact, and nextState derives the state "blocked" from it while the tunnel
-// is not up: no connect starts (automatic or requested: rotate and
+// is not up ("wan_down" when the cause is the WAN, the name users know): no connect starts (automatic or requested: rotate and
 // reconnect are refused with ErrBlocked), no node is marked failed, no
 // attempt is counted, nothing cascades, and the kill switch stays armed
 // (blocked = offline, nothing leaks). The preflight runs before the first

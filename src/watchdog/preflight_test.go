@@ -119,7 +119,11 @@ func TestPreflightRetriesEveryCheckInterval(t *testing.T) {
 		pf := &fakePreflight{f: wan}
 		s := testSettings(t)
 		h := start(t, s, wd, withPreflight(pf))
-		h.requireState(StateBlocked)
+		h.requireState(StateWANDown)
+		if st := h.w.Status(); !strings.Contains(st.Why.Line, "(WAN down) — check the modem") || !strings.Contains(st.Why.Detail, "preflight=wan") {
+			t.Errorf("why = %+v", st.Why)
+		}
+		noNodeBlamed(h)
 		runs := pf.runs
 		pf.set(nil)
 		h.advance(s.CheckInterval + 5*time.Second)

@@ -18,7 +18,7 @@ const (
 	StateDiag         State = "diag"                  // tables stay, loop idles
 	StateProbing      State = "probing"               // a node probe holds the vendor (LendVendor)
 	StateFailOpen     State = "fail_open"             // kill switch dropped after auth failures
-	StateBlocked      State = "blocked"               // a local cause (preflight) stops every node
+	StateBlocked      State = "blocked"               // a local cause (preflight) stops every node; wan_down for the WAN
 	StateSubscription State = "subscription_inactive" // waiting out the 1 h cooldown
 	StateAuthFailed   State = "auth_failed"           // fatal login error; needs the user
 	StateCooldown     State = "storm_cooldown"        // every candidate failed
@@ -78,6 +78,9 @@ func nextState(f facts, now time.Time) State {
 	case f.auth.failOpen:
 		return StateFailOpen
 	case f.pre.blocked() && !f.connected:
+		if f.pre.blocker.Check == preflight.CheckWAN {
+			return StateWANDown // the name users know for it, paused in the history
+		}
 		return StateBlocked
 	case now.Before(f.auth.subscriptionUntil):
 		return StateSubscription

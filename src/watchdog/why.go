@@ -75,7 +75,14 @@ func (w *Watchdog) whyLocked(st Status, now time.Time) Why {
 	case StateCooldown:
 		return y(WhyAction, fmt.Sprintf("Kill switch on: no node works (tried %d); next try in %s", len(w.s.candidates()), humanDuration(w.f.cooldownUntil.Sub(now))))
 	case StateWANDown:
-		return y(WhyAction, "The router has no Internet connection (WAN down) — check the modem")
+		v := y(WhyAction, "The router has no Internet connection (WAN down) — check the modem")
+		if b := w.f.pre.blocker; w.f.pre.blocked() {
+			v.Detail += " preflight=" + b.Check
+			if b.Detail != "" {
+				v.Detail += ": " + b.Detail
+			}
+		}
+		return v
 	case StateConnecting:
 		return y(WhyWarn, "Connecting to "+w.node+"…")
 	case StateAuthWait:

@@ -262,6 +262,9 @@ func (w *Watchdog) setDiagLocked(on bool) {
 
 // resumeLocked restarts work after a pause.
 func (w *Watchdog) resumeLocked() {
+	if w.f.pre.blocked() {
+		w.localCauseLocked() // the WAN that just came back may be the cause
+	}
 	now := w.clock.Now()
 	switch {
 	case w.f.connecting:

@@ -285,3 +285,26 @@ func TestPreflightFailedConnectWithLocalCauseBlamesNoNode(t *testing.T) {
 		h.stop()
 	})
 }
+
+// The WAN comes back (hotplug): the preflight runs at once and the
+// watchdog connects without waiting for the next check interval.
+func TestPreflightWANUpConnectsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		wan := &preflight.Finding{Check: preflight.CheckWAN, Severity: preflight.Blocker, Why: "The router has no Internet connection", Fix: "check the modem"}
+		pf := &fakePreflight{f: wan}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
+		ctx := context.Background()
+		if err := h.w.WANDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(time.Second)
+		pf.set(nil)
+		if err := h.w.WANUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.advance(2 * time.Second) // far less than the 30 s check interval
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}

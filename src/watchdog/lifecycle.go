@@ -134,7 +134,12 @@ func (w *Watchdog) Check(ctx context.Context) error {
 		if w.f.probing {
 			return ErrProbing
 		}
-		w.runPreflightLocked() // a fixed cause is noticed at once
+		attempts := w.counters.ConnectAttempts
+		w.preflightNowLocked() // a fixed cause is noticed at once (and connects)
+		w.updateLocked("check")
+		if w.counters.ConnectAttempts != attempts {
+			return nil // the cause is gone: the connect checks health itself
+		}
 		if w.f.connecting {
 			return errors.New("a connect is in progress; it checks health itself")
 		}

@@ -75,13 +75,40 @@ func (w *Watchdog) onPreflightLocked(e preflightDone) {
 	if e.gen != w.preflightGen {
 		return
 	}
+	w.takePreflightLocked(e.r)
+	w.updateLocked("preflight")
+}
+
+// takePreflightLocked applies a report and, when it clears the blocker
+// while nothing is connected or scheduled, connects: the way back.
+func (w *Watchdog) takePreflightLocked(r preflight.Report) {
 	wasBlocked := w.f.pre.blocked()
-	w.applyPreflightLocked(e.r)
+	w.applyPreflightLocked(r)
 	if wasBlocked && !w.f.pre.blocked() && w.f.started && !w.f.connected && !w.f.connecting &&
 		w.retryAt.IsZero() && w.canAutoConnectLocked(w.clock.Now()) {
 		w.startConnectLocked(w.node, "preflight clear", false)
 	}
-	w.updateLocked("preflight")
+}
+
+// preflightNowLocked runs the preflight on the loop (it takes
+// milliseconds) and takes its result, so the answer to a command already
+// reflects it.
+func (w *Watchdog) preflightNowLocked() {
+	if w.d.Preflight == nil {
+		return
+	}
+	w.takePreflightLocked(w.runPreflightSyncLocked())
+}
+
+// runPreflightSyncLocked runs the preflight on the loop; a run in flight
+// is older than this one and is ignored.
+func (w *Watchdog) runPreflightSyncLocked() preflight.Report {
+	ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
+	defer cancel()
+	r := w.d.Preflight(ctx)
+	w.preflightGen++
+	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
+	return r
 }
 
 // applyPreflightLocked takes a report as the new facts: logs a blocker
@@ -160,10 +187,6 @@ func (w *Watchdog) localCauseLocked() bool {
 	if w.d.Preflight == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(w.opCtx, preflightTimeout)
-	r := w.d.Preflight(ctx)
-	cancel()
-	w.preflightGen++
-	w.applyPreflightLocked(r)
+	w.applyPreflightLocked(w.runPreflightSyncLocked())
 	return w.f.pre.blocked()
 }

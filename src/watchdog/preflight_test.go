@@ -98,6 +98,9 @@ func TestPreflightBlockerTriesNoNode(t *testing.T) {
 		if err := h.w.Check(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		if st := h.w.Status(); st.State != StateConnecting {
+			t.Errorf("right after check the state is %s, want connecting: check runs the preflight at once", st.State)
+		}
 		h.advance(5 * time.Second)
 		h.requireState(StateHealthy)
 		if got := h.connects(); len(got) != 1 {

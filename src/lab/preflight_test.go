@@ -3,9 +3,12 @@ package lab
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"surflare-watchdog/src/lab/fakes"
 )
 
 // Issue 20: a first start without the vendor client, or without an
@@ -14,14 +17,28 @@ import (
 // used to try all six nodes in ten seconds, mark each failed and sit out
 // the reconnect limit while the UI showed "login ok".)
 
-// blockedStart starts the daemon with sets and checks, within 5 s of the
-// start and again two check intervals later, that the status's why line
-// and the log name the cause and that no node was tried.
-func blockedStart(t *testing.T, wantWhy string, sets ...string) DaemonState {
+// blockedStart starts the daemon with the sets made for its lab and
+// checks, within 5 s of the start and again two check intervals later,
+// that the status's why line and the log name the cause and that no node
+// was tried.
+func blockedStart(t *testing.T, wantWhy string, sets func(l *Lab) []string) (*Lab, DaemonState) {
 	t.Helper()
-	t0 := time.Now()
-	l := upDaemon(t, sets...)
+	l := upFull(t, Options{Clients: 1})
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("E2E_LOG") != "" {
+			t.Logf("daemon log:\n%s", tail(l.DaemonLog(), 80))
+		}
+		if l.DaemonRunning() {
+			l.StopDaemon(context.Background())
+		}
+	})
 	ctx := context.Background()
+	t0 := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := l.StartDaemon(sctx, append(append([]string(nil), e2eSets...), sets(l)...)...); err != nil {
+		t.Fatal(err)
+	}
 	named := func(s DaemonState) bool { return strings.Contains(whyLine(s), wantWhy) }
 	st, err := l.WaitDaemon(ctx, 5*time.Second-time.Since(t0), named)
 	if err != nil {
@@ -61,7 +78,7 @@ func blockedStart(t *testing.T, wantWhy string, sets ...string) DaemonState {
 	if strings.Contains(l.DaemonLog(), "Node rotation") {
 		t.Errorf("the daemon rotated for a local cause:\n%s", tail(l.DaemonLog(), 30))
 	}
-	return st
+	return l, st
 }
 
 func whyLine(s DaemonState) string {
@@ -70,10 +87,33 @@ func whyLine(s DaemonState) string {
 }
 
 func TestDaemonFirstStartWithoutVendorClient(t *testing.T) {
-	st := blockedStart(t, "Surflare client not found at /nonexistent/surflare",
-		"surflare.paths.surflare_bin=/nonexistent/surflare")
-	if d, _ := rawField(st.Raw, "why", "detail").(string); !strings.Contains(d, "preflight=vendor_client") {
-		t.Errorf("why detail %q: want the check's code there", d)
+	var bin string
+	l, st := blockedStart(t, "Surflare client not found at ", func(l *Lab) []string {
+		bin = l.Path(dirBin, "surflare-installed-later")
+		return []string{"surflare.paths.surflare_bin=" + bin}
+	})
+	if d, _ := rawField(st.Raw, "why", "detail").(string); !strings.Contains(d, "preflight=vendor_client") || !strings.Contains(whyLine(st), bin) {
+		t.Errorf("why %q, detail %q: want the path in the line, the check's code in the detail", whyLine(st), d)
+	}
+	// The client is installed; `check` notices at once and connects.
+	if err := os.Symlink(l.Path(dirBin, fakes.CLIName), bin); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	if out, err := l.Exec(ctx, RoleRouter, l.DaemonBinary(), "check", "--config", l.DaemonConfigPath()); err != nil {
+		t.Fatalf("check: %v %s", err, out)
+	}
+	st, err := l.WaitDaemon(ctx, 15*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatalf("not healthy once the client is there: %v\n%s", err, st.Raw)
+	}
+	t.Logf("healthy %.1f s after check, why %q", time.Since(t0).Seconds(), whyLine(st))
+	if sev := rawField(st.Raw, "why", "severity"); sev != "ok" || !strings.Contains(whyLine(st), "Internet is working through") {
+		t.Errorf("why %q (%v) once healthy", whyLine(st), sev)
+	}
+	if n := rawField(st.Raw, "counters", "failed_reconnects"); n != float64(0) {
+		t.Errorf("failed reconnects %v: the blocked time must not count", n)
 	}
 }
 
@@ -81,7 +121,9 @@ func TestDaemonFirstStartWithoutVendorClient(t *testing.T) {
 // kill switch is off (a fresh install must not lock the LAN silently), and
 // the why line says so.
 func TestDaemonFirstStartWithoutAccount(t *testing.T) {
-	st := blockedStart(t, "The Surflare account is incomplete", "surflare.main.username=")
+	_, st := blockedStart(t, "The Surflare account is incomplete", func(*Lab) []string {
+		return []string{"surflare.main.username="}
+	})
 	if !strings.Contains(whyLine(st), "kill switch is off") {
 		t.Errorf("why %q: a fresh install without an account must say the LAN is not protected", whyLine(st))
 	}

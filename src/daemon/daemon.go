@@ -55,7 +55,7 @@ type Daemon struct {
 	// tunnel is the node and transit in use as the engine's events last
 	// said (followEvents): what the detectors ask instead of the engine.
 	tunnel atomic.Pointer[tunnelView]
-	vendor *surflare.Client
+	vendor *reloadableVendor // daemon_vendor.go
 	prober *reloadableProber
 	probe  *route.ProbeNS
 	dets   *detectorSet
@@ -188,6 +188,7 @@ func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 	} else if err := d.fw.SetBase(context.Background(), d.keepLearned(d.fullSpec(spec))); err != nil {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
+	d.vendor.set(d.vendorClient(c))
 	d.setWAN(detectWAN(context.Background(), c, d.log))
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 	return d.settings(c), nil
@@ -288,7 +289,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.fw = newFWAdapter(auxCtx, firewall.New(), d.fullSpec(spec))
-	d.vendor = d.vendorClient(c)
+	d.vendor = newReloadableVendor(d.vendorClient(c))
 	d.prober = &reloadableProber{}
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,13 +119,32 @@ func TestDaemonFirstStartWithoutVendorClient(t *testing.T) {
 }
 
 // Without an account on a router that never had a working tunnel the
-// kill switch is off (a fresh install must not lock the LAN silently), and
-// the why line says so.
+// kill switch is off (a fresh install must not lock the LAN silently): the
+// LAN reaches the Internet directly and the why line says so. Once the
+// account is set up the kill switch is armed and the LAN exits through a
+// node.
 func TestDaemonFirstStartWithoutAccount(t *testing.T) {
-	_, st := blockedStart(t, "The Surflare account is incomplete", func(*Lab) []string {
+	l, st := blockedStart(t, "The Surflare account is incomplete", func(*Lab) []string {
 		return []string{"surflare.main.username="}
 	})
 	if !strings.Contains(whyLine(st), "kill switch is off") {
 		t.Errorf("why %q: a fresh install without an account must say the LAN is not protected", whyLine(st))
+	}
+	ctx := context.Background()
+	if e, err := l.ClientEcho(ctx, 0); err != nil || ExitName(e.IP) != "" {
+		t.Errorf("the LAN without an account: exit %v (%v); want the Internet, directly", e, err)
+	}
+	if err := WriteDaemonConfig(l, e2eSets); err != nil { // the account is set up
+		t.Fatal(err)
+	}
+	l.SignalDaemon(syscall.SIGHUP) // reload
+	if st, err := l.WaitDaemon(ctx, 15*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatalf("not healthy once the account is set up: %v\n%s", err, st.Raw)
+	}
+	if e, err := l.ClientEcho(ctx, 0); err != nil || ExitName(e.IP) == "" {
+		t.Errorf("with the account the LAN exits at %v (%v); want a node", e, err)
+	}
+	if !strings.Contains(l.DaemonLog(), "Kill switch armed: a Surflare account is set up") {
+		t.Errorf("the log does not say the kill switch is armed again")
 	}
 }

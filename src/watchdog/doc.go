@@ -75,7 +75,7 @@
 // account and this router never had a working tunnel (no last good node in
 // the memory file), the firewall is open (the fail-open mode) and the why
 // line says so; setting up the account re-arms the kill switch before the
-// first connect. A router that has worked before keeps the kill switch
+// first connect, and a stop meanwhile leaves the LAN open too. A router that has worked before keeps the kill switch
 // armed when its account goes missing.
 //
 // # The why line

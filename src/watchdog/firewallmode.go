@@ -44,7 +44,9 @@ func (m FirewallMode) String() string {
 func firewallMode(f facts) FirewallMode {
 	switch {
 	case f.stopping || f.stopped:
-		if f.stopOpen {
+		// A fresh install without an account had no kill switch to keep
+		// (preflight.go): stopping must not lock its LAN.
+		if f.stopOpen || f.pre.openSetup {
 			return FirewallStoppedOpen
 		}
 		return FirewallStopped

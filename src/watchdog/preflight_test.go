@@ -161,6 +161,30 @@ func TestPreflightFreshInstallWithoutAccountLeavesLANOpen(t *testing.T) {
 		if st := h.w.Status(); !strings.Contains(st.Why.Line, "No Surflare account") || !strings.Contains(st.Why.Line, "kill switch is off") {
 			t.Errorf("why = %+v", st.Why)
 		}
+		h.stop()
+	})
+}
+
+// Stopping a fresh install without an account leaves its LAN open: there
+// was no kill switch to keep.
+func TestPreflightFreshInstallStopsOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, testSettings(t), wd, withPreflight(&fakePreflight{f: noAccount}))
+		h.requireState(StateBlocked)
+		h.stop()
+		if m := wd.lastFirewallMode(); m != "stopped-open" {
+			t.Errorf("firewall %s after stopping a fresh install without an account, want stopped-open", m)
+		}
+	})
+}
+
+// Setting the account up arms the kill switch before the first connect.
+func TestPreflightAccountSetUpArmsBeforeConnecting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		pf := &fakePreflight{f: noAccount}
+		h := start(t, testSettings(t), wd, withPreflight(pf))
 		pf.set(nil)
 		if err := h.w.Check(context.Background()); err != nil {
 			t.Fatal(err)

@@ -144,7 +144,7 @@ func TestDaemonFirstStartWithoutAccount(t *testing.T) {
 	if e, err := l.ClientEcho(ctx, 0); err != nil || ExitName(e.IP) == "" {
 		t.Errorf("with the account the LAN exits at %v (%v); want a node", e, err)
 	}
-	if !strings.Contains(l.DaemonLog(), "Kill switch armed: a Surflare account is set up") {
+	if !strings.Contains(l.DaemonLog(), "Kill switch armed: the Surflare client and account are set up") {
 		t.Errorf("the log does not say the kill switch is armed again")
 	}
 }

@@ -71,12 +71,13 @@
 // tunnel drops. The log says "Not connecting: <why> — <fix>" once per
 // cause, with the check and the raw error as fields.
 //
-// One exception keeps a new router usable: when the blocker is a missing
-// account and this router never had a working tunnel (no last good node in
-// the memory file), the firewall is open (the fail-open mode) and the why
-// line says so; setting up the account re-arms the kill switch before the
-// first connect, and a stop meanwhile leaves the LAN open too. A router that has worked before keeps the kill switch
-// armed when its account goes missing.
+// One exception keeps a new router usable: when the account or the client
+// is missing and this router never had a working tunnel (no last good node
+// in the memory file), the firewall is open (the fail-open mode: the
+// client's download needs the Internet too) and the why line says so;
+// setting both up re-arms the kill switch before the first connect, and a
+// stop meanwhile leaves the LAN open too. A router that has worked before
+// keeps the kill switch armed when either goes missing.
 //
 // # The why line
 //

@@ -25,10 +25,11 @@ type preflightDone struct {
 type blockerFacts struct {
 	// blocker is the finding that stops the tunnel (Check == "" when none).
 	blocker preflight.Finding
-	// openSetup: the blocker is a missing account on a router that never
-	// had a working tunnel (a fresh install): the kill switch is dropped
-	// until an account is set up, so a new router does not lock its LAN
-	// silently. A router that has worked before keeps it armed.
+	// openSetup: a router that never had a working tunnel (a fresh
+	// install) lacks its account or the Surflare client: the kill switch
+	// is dropped until both are there, so a new router does not lock its
+	// LAN silently (nor the download of the client). A router that has
+	// worked before keeps it armed.
 	openSetup bool
 }
 
@@ -113,7 +114,7 @@ func (w *Watchdog) runPreflightSyncLocked() preflight.Report {
 
 // applyPreflightLocked takes a report as the new facts: logs a blocker
 // once when it appears (and when it goes), and sets the firewall for a
-// fresh install without an account (blockerFacts.openSetup).
+// fresh install that is not set up yet (blockerFacts.openSetup).
 func (w *Watchdog) applyPreflightLocked(r preflight.Report) {
 	w.preflight = &r
 	b, blocked := r.Blocker()
@@ -121,7 +122,7 @@ func (w *Watchdog) applyPreflightLocked(r preflight.Report) {
 	next := blockerFacts{}
 	if blocked {
 		next.blocker = b
-		next.openSetup = b.Check == preflight.CheckCredentials && w.mem.Node == "" && w.lastGood == ""
+		next.openSetup = w.mem.Node == "" && w.lastGood == "" && setupMissing(r)
 	}
 	switch {
 	case blocked && old.blocker.Why != b.Why:
@@ -155,9 +156,9 @@ func (w *Watchdog) setOpenSetupLocked(next blockerFacts) {
 	}
 	w.f = f
 	if next.openSetup {
-		w.logLocked(slog.LevelWarn, "Kill switch off until a Surflare account is set up: this router never had a working tunnel, so the LAN uses the normal Internet connection for now")
+		w.logLocked(slog.LevelWarn, "Kill switch off until the Surflare client and account are set up: this router never had a working tunnel, so the LAN uses the normal Internet connection for now")
 	} else {
-		w.logLocked(slog.LevelInfo, "Kill switch armed: a Surflare account is set up")
+		w.logLocked(slog.LevelInfo, "Kill switch armed: the Surflare client and account are set up")
 	}
 }
 
@@ -189,4 +190,15 @@ func (w *Watchdog) localCauseLocked() bool {
 	}
 	w.applyPreflightLocked(w.runPreflightSyncLocked())
 	return w.f.pre.blocked()
+}
+
+// setupMissing: the report blocks on what a fresh install still has to
+// set up (the account, the client), not on a fault of a set-up router.
+func setupMissing(r preflight.Report) bool {
+	for _, f := range r.Findings {
+		if f.Severity == preflight.Blocker && (f.Check == preflight.CheckCredentials || f.Check == preflight.CheckVendor) {
+			return true
+		}
+	}
+	return false
 }

@@ -70,7 +70,7 @@ func TestPreflightBlockerTriesNoNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
 		pf := &fakePreflight{f: noVendor}
-		h := start(t, testSettings(t), wd, withPreflight(pf))
+		h := start(t, usedRouter(t), wd, withPreflight(pf))
 		h.advance(2 * time.Minute) // several check intervals: still nothing tried
 		h.requireState(StateBlocked)
 		noNodeBlamed(h)
@@ -165,6 +165,26 @@ func TestPreflightFreshInstallWithoutAccountLeavesLANOpen(t *testing.T) {
 	})
 }
 
+// A fresh install without the client is open too (the client's download
+// needs the Internet); a WAN or kernel blocker on it keeps the kill switch.
+func TestPreflightFreshInstallOpenOnlyForWhatSetUpLacks(t *testing.T) {
+	kernel := &preflight.Finding{Check: preflight.CheckKernel, Severity: preflight.Blocker, Why: "The router's kernel lacks parts", Fix: "opkg install"}
+	for _, c := range []struct {
+		f    *preflight.Finding
+		want string
+	}{{noVendor, "fail-open"}, {noAccount, "fail-open"}, {kernel, "kill-switch"}} {
+		synctest.Test(t, func(t *testing.T) {
+			wd := newWorld()
+			h := start(t, testSettings(t), wd, withPreflight(&fakePreflight{f: c.f}))
+			if m := wd.lastFirewallMode(); m != c.want {
+				t.Errorf("%s on a fresh install: firewall %s, want %s", c.f.Check, m, c.want)
+			}
+			noNodeBlamed(h)
+			h.stop()
+		})
+	}
+}
+
 // Stopping a fresh install without an account leaves its LAN open: there
 // was no kill switch to keep.
 func TestPreflightFreshInstallStopsOpen(t *testing.T) {
@@ -229,15 +249,20 @@ func TestLogEventsCarryFields(t *testing.T) {
 	}
 }
 
+// usedRouter: settings whose memory file says the tunnel worked before.
+func usedRouter(t *testing.T) Settings {
+	s := testSettings(t)
+	s.MemoryFile = filepath.Join(t.TempDir(), MemoryFileName)
+	writeMemory(t, s.MemoryFile, memory{Node: "Dallas", Transit: "auto", ConfigTransit: "auto", At: time.Now().Add(-2 * time.Hour)})
+	return s
+}
+
 // A router that has had a working tunnel keeps the kill switch armed when
 // its account goes missing: offline, nothing leaks.
 func TestPreflightMissingAccountOnAUsedRouterKeepsKillSwitch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wd := newWorld()
-		s := testSettings(t)
-		s.MemoryFile = filepath.Join(t.TempDir(), MemoryFileName)
-		writeMemory(t, s.MemoryFile, memory{Node: "Dallas", Transit: "auto", ConfigTransit: "auto", At: time.Now().Add(-2 * time.Hour)})
-		h := start(t, s, wd, withPreflight(&fakePreflight{f: noAccount}))
+		h := start(t, usedRouter(t), wd, withPreflight(&fakePreflight{f: noAccount}))
 		h.requireState(StateBlocked)
 		noNodeBlamed(h)
 		if n := wd.count("fw.Set fail-open"); n != 0 {

@@ -148,3 +148,42 @@ func TestDaemonFirstStartWithoutAccount(t *testing.T) {
 		t.Errorf("the log does not say the kill switch is armed again")
 	}
 }
+
+// The WAN goes down under a working tunnel: the why line says so in plain
+// words, no node is tried or blamed while it is down, and the tunnel is
+// back on its own when the WAN is.
+func TestDaemonWANOutageBlamesNoNode(t *testing.T) {
+	l := upDaemon(t)
+	ctx := context.Background()
+	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := rawField(st.Raw, "counters", "connect_attempts")
+	if err := l.Fault(ctx, FaultWANDown, true); err != nil {
+		t.Fatal(err)
+	}
+	st, err = l.WaitDaemon(ctx, 15*time.Second, func(s DaemonState) bool { return s.State == "wan_down" })
+	if err != nil {
+		t.Fatalf("no wan_down: %v\n%s", err, st.Raw)
+	}
+	time.Sleep(6 * time.Second) // three check intervals of the outage
+	if st, err = l.DaemonStatus(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(whyLine(st), "(WAN down) — check the modem") || rawField(st.Raw, "why", "severity") != "action" {
+		t.Errorf("why during the outage: %q (%v)", whyLine(st), rawField(st.Raw, "why", "severity"))
+	}
+	if n := rawField(st.Raw, "counters", "connect_attempts"); n != attempts || strings.Contains(l.DaemonLog(), "Node rotation") {
+		t.Errorf("connect attempts %v -> %v during the WAN outage (or a rotation): no node is to blame", attempts, n)
+	}
+	if err := l.Fault(ctx, FaultWANDown, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
+		t.Fatalf("not healthy after the WAN came back: %v\n%s", err, st.Raw)
+	}
+	if strings.Contains(string(st.Raw), `"failed":true`) {
+		t.Errorf("a candidate was marked failed for the WAN outage:\n%s", st.Raw)
+	}
+}

@@ -48,6 +48,14 @@ func WriteText(w io.Writer, data json.RawMessage) {
 
 func printObject(w io.Writer, obj map[string]any, depth int) {
 	for _, k := range orderedKeys(obj) {
+		// The status's why line is one line for people; its codes are in
+		// --json.
+		if why, ok := obj[k].(map[string]any); ok && k == "why" && depth == 0 {
+			if line, ok := why["line"].(string); ok {
+				fmt.Fprintf(w, "why: %s\n", line)
+				continue
+			}
+		}
 		printValue(w, k, obj[k], depth)
 	}
 }

@@ -11,7 +11,7 @@ func TestWriteTextPutsWhyFirst(t *testing.T) {
 	var b bytes.Buffer
 	WriteText(&b, []byte(`{"state":"blocked","node":"Dallas","why":{"line":"Surflare client not found at /usr/bin/surflare — install it first","severity":"action","detail":"state=blocked"}}`))
 	first, _, _ := strings.Cut(b.String(), "\n")
-	if !strings.HasPrefix(first, "why:") || !strings.Contains(b.String(), "Surflare client not found at /usr/bin/surflare") {
+	if first != "why: Surflare client not found at /usr/bin/surflare — install it first" {
 		t.Errorf("status text starts %q:\n%s", first, b.String())
 	}
 }

@@ -67,8 +67,12 @@ func settingsErrorIsWarning(r preflight.Report) preflight.Report {
 }
 
 // hostWAN is the WAN device of the daemon's namespace; a netlink socket
-// that cannot be opened decides nothing (no finding).
+// that cannot be opened, or a run cut short by a stop, decides nothing (no
+// finding).
 func hostWAN(ctx context.Context) (string, error) {
+	if ctx.Err() != nil {
+		return "?", nil
+	}
 	h, err := route.Open(netns.None())
 	if err != nil {
 		return "?", nil

@@ -322,7 +322,8 @@
     disconnected: 'offline (kill switch on)', wan_down: 'WAN down', auth_wait: 'logging in…',
     auth_failed: 'login failed', storm_cooldown: 'waiting to retry', diag: 'diagnostics (paused)',
     starting: 'starting…', fail_open: 'unprotected (kill switch off)',
-    subscription_inactive: 'subscription inactive', stopped: 'stopped'
+    subscription_inactive: 'subscription inactive', stopped: 'stopped',
+    blocked: 'cannot connect (see above)'
   };
 
   // Health outcomes and engine reasons as a household reads them; the code

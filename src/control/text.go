@@ -43,11 +43,10 @@ func WriteJSON(w io.Writer, data json.RawMessage) {
 	fmt.Fprintf(w, "%s\n", out.Bytes())
 }
 
-// summaryFirst are the keys a person looks for first in a status answer
-// (why: the daemon's explanation of its state); everything else follows
-// alphabetically. Unknown keys are shown as they come, so the daemon can
-// grow its status without breaking this.
-var summaryFirst = []string{"state", "why", "node", "transit", "mode", "role", "exit", "exit_ip", "exit_country", "uptime_s", "uptime", "started_at", "since", "message"}
+// summaryFirst are the keys a person looks for first in a status answer;
+// everything else follows alphabetically. Unknown keys are shown as they
+// come, so the daemon can grow its status without breaking this.
+var summaryFirst = []string{"why", "state", "node", "transit", "mode", "role", "exit", "exit_ip", "exit_country", "uptime_s", "uptime", "started_at", "since", "message"}
 
 // WriteText renders the daemon's JSON answer for people: one "key: value"
 // a line, nested objects indented, lists of scalars joined.
@@ -68,6 +67,14 @@ func WriteText(w io.Writer, data json.RawMessage) {
 
 func printObject(w io.Writer, obj map[string]any, depth int) {
 	for _, k := range orderedKeys(obj) {
+		// The status's why line is one line for people; its codes are in
+		// --json.
+		if why, ok := obj[k].(map[string]any); ok && k == "why" && depth == 0 {
+			if line, ok := why["line"].(string); ok {
+				fmt.Fprintf(w, "why: %s\n", line)
+				continue
+			}
+		}
 		printValue(w, k, obj[k], depth)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"surflare-watchdog/src/credentials"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/history"
 	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/route"
 	"surflare-watchdog/src/runfiles"
@@ -54,7 +55,7 @@ type Daemon struct {
 	// tunnel is the node and transit in use as the engine's events last
 	// said (followEvents): what the detectors ask instead of the engine.
 	tunnel atomic.Pointer[tunnelView]
-	vendor *surflare.Client
+	vendor *reloadableVendor // daemon_vendor.go
 	prober *reloadableProber
 	probe  *route.ProbeNS
 	dets   *detectorSet
@@ -62,6 +63,8 @@ type Daemon struct {
 	procs  nsProcs
 
 	probeJobs nodeprobe.Jobs // the one background node probe (CLI, ubus)
+	pre       preflightState // daemon_preflight.go
+	hist      *history.Recorder
 
 	nodeList    *surflare.NodeCache // `surflare nodes`, cached (daemon_rotate.go)
 	nodeListCtx context.Context     // bounds its refreshes: the helpers' context
@@ -91,7 +94,7 @@ func New(o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{opts: o, cfgs: h, log: slog.Default().With("subsystem", "daemon"), procs: newNSProcs(), dets: &detectorSet{},
-		inbox: watchdog.NewInbox()}
+		inbox: watchdog.NewInbox(), hist: history.New(0)}
 	for _, w := range h.Warnings() {
 		d.log.Warn("config: " + w.String())
 	}
@@ -171,6 +174,7 @@ func (r *reloadableProber) Check(ctx context.Context) health.Result { return r.p
 // logged; on success the firewall Spec and the checker follow it.
 func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 	_, warns, err := d.cfgs.Reload()
+	d.pre.setReloadErr(err)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			d.log.Error("config: " + line)
@@ -187,6 +191,7 @@ func (d *Daemon) loadSettings() (watchdog.Settings, error) {
 	} else if err := d.fw.SetBase(context.Background(), d.keepLearned(d.fullSpec(spec))); err != nil {
 		d.log.Error("Reload: applying the firewall failed", "err", err)
 	}
+	d.vendor.set(d.vendorClient(c))
 	d.setWAN(detectWAN(context.Background(), c, d.log))
 	d.refreshNodeList()
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
@@ -288,7 +293,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	d.fw = newFWAdapter(auxCtx, firewall.New(), d.fullSpec(spec))
-	d.vendor = d.vendorClient(c)
+	d.vendor = newReloadableVendor(d.vendorClient(c))
 	d.startNodeList(auxCtx)
 	d.prober = &reloadableProber{}
 	d.prober.p.Store(newChecker(c, d.fw.fw, d.probe, d.wan(), d.procs, d.ispAddr))
@@ -319,6 +324,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Detectors:  d.dets,
 		Inbox:      d.inbox,
 		Cleanup:    steps,
+		Preflight:  d.preflighter(),
 		LoadSettings: func() (watchdog.Settings, error) {
 			return d.loadSettings()
 		},
@@ -339,6 +345,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return serveControl(ctx, runDir, d)
 	})
 	d.startEvents(auxCtx)
+	d.startHistory(auxCtx)
 	d.startFrontends(auxCtx, c)
 	d.startChnroute(auxCtx, c)
 	d.startIdleProbe(auxCtx, c)

@@ -93,7 +93,9 @@ func (d *Daemon) status(ctx context.Context) daemonStatus {
 		s := st.State(now)
 		x.Storm503 = &s
 	}
-	return daemonStatus{Status: d.w.Status(), PID: os.Getpid(), Daemon: x}
+	st := d.w.Status()
+	st.Candidates = withProbeLatency(st.Candidates, c.Paths.RunDir)
+	return daemonStatus{Status: st, PID: os.Getpid(), Daemon: x}
 }
 
 // handle is the control socket's handler: status gets the full snapshot;

@@ -10,6 +10,7 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detectors/storm503"
+	"surflare-watchdog/src/nodeprobe"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -94,4 +95,36 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The cause of a failure is in its fields: `ubus call surflare log` shows
+// them as the log does (the web log gets them in the event's fields).
+func TestLogRingKeepsTheFields(t *testing.T) {
+	var r logRing
+	r.add(time.Unix(0, 0), &watchdog.LogLine{Level: "ERROR", Message: "Connect failed",
+		Fields: map[string]string{"node": "Dallas", "err": "fork/exec /usr/bin/surflare: no such file or directory"}})
+	got := r.last(1)[0]
+	if !strings.HasSuffix(got, `ERROR Connect failed err="fork/exec /usr/bin/surflare: no such file or directory" node="Dallas"`) {
+		t.Errorf("line = %q", got)
+	}
+}
+
+// A node the tunnel has not been on gets the node probe's round trip; one
+// with a passing check keeps the engine's own number.
+func TestProbeLatencyFillsOnlyWhatTheEngineLacks(t *testing.T) {
+	dir := t.TempDir()
+	ms := func(v float64) *float64 { return &v }
+	if err := nodeprobe.WriteResults(dir, nodeprobe.Report{Nodes: []nodeprobe.Result{
+		{Node: "Dallas", OK: true, L7TTFBMS: ms(80)},
+		{Node: "Chicago", OK: true, L7TTFBMS: ms(41.6)},
+		{Node: "Tokyo", OK: false, L7TTFBMS: ms(300)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	got := withProbeLatency([]watchdog.CandidateStatus{
+		{Node: "Dallas", LatencyMS: 35}, {Node: "Chicago"}, {Node: "Tokyo"},
+	}, dir)
+	if got[0].LatencyMS != 35 || got[1].LatencyMS != 42 || got[2].LatencyMS != 0 {
+		t.Errorf("latencies %d %d %d, want 35 42 0", got[0].LatencyMS, got[1].LatencyMS, got[2].LatencyMS)
+	}
 }

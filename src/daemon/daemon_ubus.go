@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +34,16 @@ const logRingSize = 500
 func (r *logRing) add(at time.Time, l *watchdog.LogLine) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, at.Format(time.DateTime)+" "+l.Level+" "+l.Message)
+	line := at.Format(time.DateTime) + " " + l.Level + " " + l.Message
+	keys := make([]string, 0, len(l.Fields))
+	for k := range l.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		line += " " + k + "=" + strconv.Quote(l.Fields[k])
+	}
+	r.lines = append(r.lines, line)
 	if n := len(r.lines) - logRingSize; n > 0 {
 		r.lines = append([]string(nil), r.lines[n:]...)
 	}
@@ -159,6 +170,7 @@ func (d *Daemon) ubusHandlers(tokens *api.Tokens) ubus.SurflareHandlers {
 			}
 			return toFields(d.status(ctx))
 		},
+		ubus.MethodHistory: d.ubusHistory,
 		ubus.MethodLog: func(ctx context.Context, req *ubus.Request) (ubus.Fields, error) {
 			n := 50
 			if v, ok := req.Args.Map()["lines"]; ok {
@@ -247,7 +259,7 @@ type nodeRow struct {
 func (d *Daemon) nodes() []nodeRow {
 	st := d.w.Status()
 	out := make([]nodeRow, 0, len(st.Candidates))
-	for _, c := range st.Candidates {
+	for _, c := range withProbeLatency(st.Candidates, d.cfgs.Get().Paths.RunDir) {
 		out = append(out, nodeRow{CandidateStatus: c, Transit: st.Transit})
 	}
 	return out

@@ -243,6 +243,19 @@ func TestDaemonUbusAgainstRealUbusdInLab(t *testing.T) {
 		t.Errorf("log 3: %v", lines)
 	}
 
+	// history: the strip LuCI draws, with the rotation to Chicago in it.
+	h := u.call("history", `{"span":3600,"buckets":60}`)
+	rotations := 0.0
+	buckets, _ := h["buckets"].([]any)
+	for _, b := range buckets {
+		n, _ := b.(map[string]any)["rotations"].(float64)
+		rotations += n
+	}
+	if svg, _ := h["svg"].(string); !strings.HasPrefix(svg, "<svg") || len(buckets) != 60 || rotations < 1 {
+		t.Errorf("history: %d buckets, %v rotations, svg %.40q; want 60 buckets, the rotation, a drawing", len(buckets), rotations, h["svg"])
+	}
+	u.expectFailure([]string{"history", `{"span":10}`}, 254, "want seconds from 300")
+
 	// diag: the engine refuses a rotation; the CLI says why.
 	if r := u.call("diag", `{"enable":true}`); r["state"] != "diag" {
 		t.Errorf("diag on: state %v", r["state"])
@@ -339,6 +352,7 @@ const surflareListing = `'surflare' @ID
 	"probe":{"node":"String"}
 	"reload":{}
 	"log":{"lines":"Integer"}
+	"history":{"buckets":"Integer","span":"Integer"}
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
 	"token_write":{}

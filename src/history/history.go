@@ -255,7 +255,7 @@ func ForEngineState(s string) State {
 		return Degraded
 	case "diag", "wan_down":
 		return Paused
-	case "connecting", "starting", "disconnected", "storm_cooldown", "auth_wait", "auth_failed", "subscription_inactive":
+	case "connecting", "starting", "disconnected", "blocked", "storm_cooldown", "auth_wait", "auth_failed", "subscription_inactive":
 		return Down
 	}
 	return Unknown

@@ -23,6 +23,7 @@ const surflareListing = `'surflare' @ID
 	"probe":{"node":"String"}
 	"reload":{}
 	"log":{"lines":"Integer"}
+	"history":{"buckets":"Integer","span":"Integer"}
 	"hotplug":{"action":"String","interface":"String","device":"String"}
 	"token":{}
 	"token_write":{}

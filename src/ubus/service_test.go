@@ -127,7 +127,7 @@ func TestSurflareSignature(t *testing.T) {
 	}
 	got, _ := json.Marshal(obj.signature())
 	want := `{"status":{},"check":{},"rotate":{"node":3},"reconnect":{},"diag":{"enable":7},"nodes":{},` +
-		`"probe":{"node":3},"reload":{},"log":{"lines":5},"hotplug":{"action":3,"interface":3,"device":3},` +
+		`"probe":{"node":3},"reload":{},"log":{"lines":5},"history":{"buckets":5,"span":5},"hotplug":{"action":3,"interface":3,"device":3},` +
 		`"token":{},"token_write":{},"set_credentials":{"username":3,"password":3},"events":{"since":5,"wait":5}}`
 	if string(got) != want {
 		t.Errorf("signature\n got %s\nwant %s", got, want)

@@ -27,6 +27,7 @@ const (
 	MethodProbe          = "probe"           // probe {node}, or every node
 	MethodReload         = "reload"          // reload /etc/config/surflare
 	MethodLog            = "log"             // last {lines} of the watchdog log
+	MethodHistory        = "history"         // health strip over {span} seconds in {buckets}
 	MethodHotplug        = "hotplug"         // {action, interface, device} from hotplug.d/iface
 	MethodToken          = "token"           // a short-lived read-only token for the live view
 	MethodTokenWrite     = "token_write"     // a short-lived token that may also act (web API POSTs)
@@ -41,7 +42,7 @@ var (
 	// SurflareReadMethods change nothing and reveal no secret: LuCI's read
 	// ACL grants exactly these. Every other method but the root-only ones
 	// is for the write ACL.
-	SurflareReadMethods = []string{MethodStatus, MethodNodes, MethodLog, MethodToken, MethodEvents}
+	SurflareReadMethods = []string{MethodStatus, MethodNodes, MethodLog, MethodHistory, MethodToken, MethodEvents}
 	// SurflareRootMethods are called by root's own scripts (netifd's
 	// hotplug) and are in no ACL.
 	SurflareRootMethods = []string{MethodHotplug}
@@ -61,6 +62,7 @@ func SurflareMethods() []Method {
 		{Name: MethodProbe, Policy: map[string]BlobmsgType{"node": str}},
 		{Name: MethodReload},
 		{Name: MethodLog, Policy: map[string]BlobmsgType{"lines": i32}},
+		{Name: MethodHistory, Policy: map[string]BlobmsgType{"span": i32, "buckets": i32}},
 		{Name: MethodHotplug, Policy: map[string]BlobmsgType{"action": str, "interface": str, "device": str},
 			Required: []string{"action", "interface"}},
 		{Name: MethodToken},

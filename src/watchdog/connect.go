@@ -271,6 +271,10 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 	case errors.Is(e.err, surflare.ErrAccountCheck):
 		w.accountAPIDownLocked(e)
 	default:
+		if w.localCauseLocked() { // preflight.go: not the node's fault
+			w.logLocked(slog.LevelWarn, "Connect to "+e.node+" failed: the cause is on this router, not the node", "err", e.err)
+			break
+		}
 		w.accountRetries = 0
 		w.counters.FailedReconnects++
 		w.tried[e.node] = true

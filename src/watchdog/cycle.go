@@ -109,6 +109,9 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 		w.overridden = "" // the storm is over
 	}
 	if r.Outcome.Healthy() {
+		if ms := medianTunnelLatency(r); ms > 0 {
+			w.latency[w.node] = ms
+		}
 		if w.f.consecutiveFails > 0 {
 			w.logLocked(slog.LevelInfo, fmt.Sprintf("VPN recovered on %s after %d failed checks", w.node, w.f.consecutiveFails))
 		}
@@ -174,6 +177,12 @@ func (w *Watchdog) reconnectLocked(node, reason string) {
 
 // rotateLocked gives up on the current node for this cycle and moves on.
 func (w *Watchdog) rotateLocked(reason string) {
+	if w.localCauseLocked() {
+		// The router's fault, not the node's (preflight.go): keep the
+		// node, keep probing; the preflight clears the way back.
+		w.nextCheckAt = w.clock.Now().Add(w.s.DegradedInterval)
+		return
+	}
 	old := w.node
 	w.tried[old] = true
 	w.rememberFailedLocked(old)

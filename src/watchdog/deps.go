@@ -126,6 +126,9 @@ type Deps struct {
 	Clock clock.Clock
 	// Cleanup is the crash cleanup run before the kill switch is armed.
 	Cleanup []Step
+	// Preflight, if set, finds local causes that stop every node
+	// (preflight.go); without it nothing is ever blocked.
+	Preflight Preflighter
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.
 	LoadSettings func() (Settings, error)
 }

@@ -52,6 +52,40 @@
 // ("Account API unreachable: retrying Dallas in 6s"). These retries have
 // their own backoff and are not counted by the reconnect rate limit.
 //
+// # Local causes (preflight)
+//
+// Some faults are the router's, not a node's: no vendor client at
+// paths.surflare_bin, no account, no default route on the WAN, a kernel
+// without the modules the LAN tables need (Deps.Preflight, package
+// preflight). Trying nodes then only marks healthy nodes failed and uses
+// up the reconnect budget — a router without /usr/bin/surflare once tried
+// all six nodes in ten seconds. So the preflight's first blocker is a
+// fact, and nextState derives the state "blocked" from it while the tunnel
+// is not up ("wan_down" when the cause is the WAN, the name users know): no connect starts (automatic or requested: rotate and
+// reconnect are refused with ErrBlocked), no node is marked failed, no
+// attempt is counted, nothing cascades, and the kill switch stays armed
+// (blocked = offline, nothing leaks). The preflight runs before the first
+// connect, every CheckInterval, at once on `check` and after a reload;
+// when the blocker is gone the watchdog connects ("Preflight clear: …").
+// A blocker that appears while the tunnel works changes nothing until the
+// tunnel drops. The log says "Not connecting: <why> — <fix>" once per
+// cause, with the check and the raw error as fields.
+//
+// One exception keeps a new router usable: when the account or the client
+// is missing and this router never had a working tunnel (no last good node
+// in the memory file), the firewall is open (the fail-open mode: the
+// client's download needs the Internet too) and the why line says so;
+// setting both up re-arms the kill switch before the first connect, and a
+// stop meanwhile leaves the LAN open too. A router that has worked before
+// keeps the kill switch armed when either goes missing.
+//
+// # The why line
+//
+// Status.Why is the one line a person reads first (why.go), derived from
+// the state like the state is from the facts: what is happening in plain
+// words, a severity (ok, info, warn, action: only action asks the person
+// to act), and the state, outcome and preflight codes in Detail.
+//
 // # Transit
 //
 // Settings.Transit is the default relay ("auto" lets the vendor pick);

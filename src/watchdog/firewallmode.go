@@ -44,11 +44,14 @@ func (m FirewallMode) String() string {
 func firewallMode(f facts) FirewallMode {
 	switch {
 	case f.stopping || f.stopped:
-		if f.stopOpen {
+		// A fresh install without an account had no kill switch to keep
+		// (preflight.go): stopping must not lock its LAN.
+		if f.stopOpen || f.pre.openSetup {
 			return FirewallStoppedOpen
 		}
 		return FirewallStopped
-	case f.auth.failOpen:
+	case f.auth.failOpen || f.pre.openSetup:
+		// A fresh install without an account (preflight.go) is open too.
 		return FirewallFailOpen
 	case f.lanProxied:
 		return FirewallLANProxy

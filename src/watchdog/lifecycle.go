@@ -170,6 +170,10 @@ func (w *Watchdog) Reconnect(ctx context.Context) error {
 
 // userConnectLocked clears what a user command overrides and connects.
 func (w *Watchdog) userConnectLocked(node, reason string) {
+	if w.f.pre.blocked() {
+		w.node = node // tried once the preflight is clear
+		return
+	}
 	if !w.f.cooldownUntil.IsZero() {
 		w.f.cooldownUntil = time.Time{}
 		w.logSince = w.stormAt
@@ -218,6 +222,9 @@ func (w *Watchdog) setDiagLocked(on bool) {
 
 // resumeLocked restarts work after a pause.
 func (w *Watchdog) resumeLocked() {
+	if w.f.pre.blocked() {
+		w.localCauseLocked() // the WAN that just came back may be the cause
+	}
 	now := w.clock.Now()
 	switch {
 	case w.f.connecting:
@@ -282,6 +289,7 @@ func (w *Watchdog) Reload(ctx context.Context, s Settings) error {
 		}
 		w.counters.FailThreshold = s.FailThreshold
 		w.logLocked(slog.LevelInfo, "Configuration reloaded")
+		w.runPreflightLocked()
 		if w.f.auth.fatal {
 			w.f.auth.fatal = false
 			w.f.auth.needed = true

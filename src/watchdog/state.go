@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/preflight"
 )
 
 // State is the watchdog's externally visible state, derived by nextState.
@@ -17,6 +18,7 @@ const (
 	StateDiag         State = "diag"                  // tables stay, loop idles
 	StateProbing      State = "probing"               // a node probe holds the vendor (LendVendor)
 	StateFailOpen     State = "fail_open"             // kill switch dropped after auth failures
+	StateBlocked      State = "blocked"               // a local cause (preflight) stops every node; wan_down for the WAN
 	StateSubscription State = "subscription_inactive" // waiting out the 1 h cooldown
 	StateAuthFailed   State = "auth_failed"           // fatal login error; needs the user
 	StateCooldown     State = "storm_cooldown"        // every candidate failed
@@ -44,7 +46,8 @@ type facts struct {
 	// proxy; cleared when a connect starts, a storm cooldown begins or the
 	// kill switch is dropped (firewallmode.go).
 	lanProxied bool
-	stopOpen   bool // the stop removes the kill switch too (--open-on-exit)
+	stopOpen   bool         // the stop removes the kill switch too (--open-on-exit)
+	pre        blockerFacts // what the last preflight found (preflight.go)
 }
 
 // authFacts are the authentication half of the facts.
@@ -74,6 +77,11 @@ func nextState(f facts, now time.Time) State {
 		return StateProbing
 	case f.auth.failOpen:
 		return StateFailOpen
+	case f.pre.blocked() && !f.connected:
+		if f.pre.blocker.Check == preflight.CheckWAN {
+			return StateWANDown // the name users know for it, paused in the history
+		}
+		return StateBlocked
 	case now.Before(f.auth.subscriptionUntil):
 		return StateSubscription
 	case f.auth.fatal && !f.connected:
@@ -152,6 +160,9 @@ type CandidateStatus struct {
 	Failed    bool   `json:"failed"` // failed in the current cycle
 	Dead      bool   `json:"dead"`   // log health says so (fresh data)
 	LogErrors int    `json:"log_errors"`
+	// LatencyMS is the median tunnel-probe latency of the last passing
+	// check on this node (0: none yet).
+	LatencyMS int64 `json:"latency_ms,omitempty"`
 }
 
 // Status is the snapshot served by `surflare-watchdog status --json`, ubus
@@ -170,6 +181,13 @@ type Status struct {
 	UptimeS     int64             `json:"uptime_s"`
 	UpdatedAt   time.Time         `json:"updated_at"`
 	Transitions []Transition      `json:"last_transitions"`
+	// Why is the one line a person reads first (why.go).
+	Why Why `json:"why"`
+	// Preflight is the last run of the local checks (nil before the first).
+	Preflight *preflight.Report `json:"preflight,omitempty"`
+	// CheckIntervalS is the configured time between checks while healthy:
+	// a last_check much older than this is stale.
+	CheckIntervalS int64 `json:"check_interval_s"`
 }
 
 // Event is what subscribers receive.
@@ -198,4 +216,7 @@ const (
 type LogLine struct {
 	Level   string `json:"level"`
 	Message string `json:"message"`
+	// Fields are the line's key=value attributes (err included), as the
+	// log writes them.
+	Fields map[string]string `json:"fields,omitempty"`
 }

@@ -61,9 +61,15 @@ func (w *Watchdog) statusLocked() Status {
 	for _, c := range w.s.candidates() {
 		dead, n := w.deadLocked(c)
 		st.Candidates = append(st.Candidates, CandidateStatus{
-			Node: c, Current: c == w.node, Failed: w.tried[c], Dead: dead, LogErrors: n,
+			Node: c, Current: c == w.node, Failed: w.tried[c], Dead: dead, LogErrors: n, LatencyMS: w.latency[c],
 		})
 	}
+	st.CheckIntervalS = int64(w.s.CheckInterval / time.Second)
+	if w.preflight != nil {
+		r := *w.preflight
+		st.Preflight = &r
+	}
+	st.Why = w.whyLocked(st, now)
 	return st
 }
 

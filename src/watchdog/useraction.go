@@ -118,6 +118,9 @@ func (w *Watchdog) rotate(ctx context.Context, node string, wait bool) (*userAct
 		if w.f.probing {
 			return ErrProbing
 		}
+		if err := w.blockedErrLocked(); err != nil {
+			return err
+		}
 		if node == "" {
 			next, ok := w.pickNextLocked(w.node, false)
 			if !ok {
@@ -151,6 +154,9 @@ func (w *Watchdog) reconnect(ctx context.Context, wait bool) (*userAction, error
 		if w.f.probing {
 			return ErrProbing
 		}
+		if err := w.blockedErrLocked(); err != nil {
+			return err
+		}
 		w.userConnectLocked(w.node, "reconnect requested")
 		if wait {
 			a = w.addActionLocked(ActionReconnect, w.node, w.vendorGen)
@@ -167,6 +173,20 @@ func (w *Watchdog) check(ctx context.Context, wait bool) (*userAction, error) {
 	err := w.do(ctx, func() error {
 		if w.f.probing {
 			return ErrProbing
+		}
+		attempts := w.counters.ConnectAttempts
+		w.preflightNowLocked() // a fixed local cause is noticed at once (and connects)
+		w.updateLocked("check")
+		if w.counters.ConnectAttempts != attempts {
+			// The cause is gone and a connect started: it checks health
+			// itself, and a waiting caller hears how it went.
+			if wait {
+				a = w.addActionLocked(ActionReconnect, w.node, w.vendorGen)
+			}
+			return nil
+		}
+		if err := w.blockedErrLocked(); err != nil {
+			return err
 		}
 		if w.f.connecting {
 			return errors.New("a connect is in progress; it checks health itself")
@@ -308,6 +328,11 @@ func (w *Watchdog) fallBackLocked(e connectDone) bool {
 		}
 	}
 	if a == nil || a.kind != ActionRotate || a.from == "" || a.fellBack || !nodeFailure(e.err) || w.pausedLocked() {
+		return false
+	}
+	if w.localCauseLocked() {
+		// The router, not the node, failed (the client is gone): going
+		// back would fail the same way, and the node is not to blame.
 		return false
 	}
 	a.fellBack, a.why = true, e.err.Error()

@@ -11,6 +11,7 @@ import (
 
 	"surflare-watchdog/src/clock"
 	"surflare-watchdog/src/health"
+	"surflare-watchdog/src/preflight"
 	"surflare-watchdog/src/runfiles"
 )
 
@@ -22,6 +23,9 @@ var (
 	// ErrDiag: the command would change the tunnel while diag mode holds
 	// everything still.
 	ErrDiag = errors.New("diag mode is on; turn it off first")
+	// ErrBlocked: a local cause (preflight) stops every node; trying one
+	// would only mark it failed.
+	ErrBlocked = errors.New("not trying nodes")
 )
 
 // Watchdog is the supervisor. Create it with New, start it with Run; every
@@ -70,6 +74,10 @@ type Watchdog struct {
 	authRetryAt      time.Time
 	lastHeartbeat    time.Time
 	wanLogged        bool
+	latency          map[string]int64 // node → median tunnel latency of its last passing check
+	preflight        *preflight.Report
+	preflightGen     int
+	preflightAt      time.Time
 
 	opCtx         context.Context // parent of every operation; cancelled on stop
 	opCancel      context.CancelFunc
@@ -125,6 +133,7 @@ func New(s Settings, d Deps) (*Watchdog, error) {
 		node:     s.Node,
 		transit:  s.Transit,
 		tried:    map[string]bool{},
+		latency:  map[string]int64{},
 
 		triedTransit: map[string]bool{},
 		subs:         map[int]chan Event{},
@@ -158,10 +167,20 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.f.started = true
-	node, why := w.chooseStartLocked(vt, haveVT)
+	node, why := w.chooseStartLocked(vt, haveVT) // loads the memory the preflight's facts need
 	w.node = node
-	w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
-	w.startConnectLocked(w.node, "startup", byEngineUnlimited)
+	w.mu.Unlock()
+	w.startupPreflight(ctx)
+	w.mu.Lock()
+	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
+	if w.f.pre.blocked() {
+		// A local cause: no node is tried, none is marked failed; the
+		// preflight runs again every CheckInterval and on `check`.
+		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s once the router is ready: %s", node, w.transit, why))
+	} else {
+		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
+		w.startConnectLocked(w.node, "startup", byEngineUnlimited)
+	}
 	w.updateLocked("started")
 	w.mu.Unlock()
 	close(w.running)
@@ -261,10 +280,26 @@ func (w *Watchdog) updateLocked(reason string) {
 	w.emitLocked(Event{Type: EventTransition, At: now, Transition: &t})
 }
 
-// logLocked writes a user-facing message to the log and to subscribers.
+// logLocked writes a user-facing message to the log and to subscribers,
+// with its attributes: the web log shows them as the log does.
 func (w *Watchdog) logLocked(level slog.Level, msg string, args ...any) {
 	w.log.Log(context.Background(), level, msg, args...)
-	w.emitLocked(Event{Type: EventLog, At: w.clock.Now(), Log: &LogLine{Level: level.String(), Message: msg}})
+	w.emitLocked(Event{Type: EventLog, At: w.clock.Now(), Log: &LogLine{Level: level.String(), Message: msg, Fields: logFields(args)}})
+}
+
+// logFields renders slog-style key/value arguments as strings.
+func logFields(args []any) map[string]string {
+	if len(args) == 0 {
+		return nil
+	}
+	r := slog.NewRecord(time.Time{}, 0, "", 0)
+	r.Add(args...)
+	m := make(map[string]string, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		m[a.Key] = a.Value.Resolve().String()
+		return true
+	})
+	return m
 }
 
 // nextWakeLocked is the earliest moment something is due.
@@ -281,6 +316,7 @@ func (w *Watchdog) nextWakeLocked() time.Time {
 	consider(w.f.cooldownUntil)
 	consider(w.f.auth.subscriptionUntil)
 	consider(w.authRetryAt)
+	consider(w.preflightAt)
 	if !w.pausedLocked() {
 		consider(w.retryAt)
 		consider(w.nextCheckAt)
@@ -311,6 +347,9 @@ func (w *Watchdog) tickLocked() {
 		w.authRetryAt = time.Time{}
 		w.startAuthLocked()
 	}
+	if due(w.preflightAt, now) {
+		w.runPreflightLocked()
+	}
 	if w.pausedLocked() {
 		return
 	}
@@ -337,7 +376,7 @@ func (w *Watchdog) canAutoConnectLocked(now time.Time) bool {
 	a := w.f.auth
 	return w.f.started && !w.f.stopping && !w.pausedLocked() &&
 		!now.Before(w.f.cooldownUntil) && !now.Before(a.subscriptionUntil) &&
-		!a.fatal && !a.needed && !a.running && !a.failOpen
+		!a.fatal && !a.needed && !a.running && !a.failOpen && !w.f.pre.blocked()
 }
 
 func (w *Watchdog) scheduleConnectLocked(node string, at time.Time, reason string) {
@@ -359,6 +398,8 @@ func (w *Watchdog) handleEventLocked(ev any) {
 		w.onLoginLocked(e)
 	case loginRoundOver:
 		w.onLoginRoundOverLocked(e)
+	case preflightDone:
+		w.onPreflightLocked(e)
 	}
 	w.dirty = true
 }

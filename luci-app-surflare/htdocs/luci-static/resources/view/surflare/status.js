@@ -118,6 +118,9 @@ return view.extend({
 				_('Live state of the VPN watchdog.'), ' ',
 				E('span', { 'id': 'surflare-conn', 'class': 'label' }, _('connecting…'))
 			]),
+			// The daemon's one line for a person (status.why): the cause and
+			// what to do; its codes go in the tooltip.
+			E('div', { 'id': 'why', 'class': 'alert-message', 'style': 'display:none' }, ''),
 			E('div', { 'class': 'cbi-section' }, [
 				kv(_('State'), 'state'), kv(_('Node'), 'node'), kv(_('Transit'), 'transit'),
 				kv(_('Exit'), 'exit'), kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
@@ -303,6 +306,15 @@ return view.extend({
 
 	renderStatus: function(st) {
 		if (!st || !st.state) return;
+		var why = this.$('why');
+		if (st.why && st.why.line) {
+			why.textContent = st.why.line;
+			why.title = st.why.detail || '';
+			why.className = 'alert-message ' + ({ ok: 'success', info: 'notice', warn: 'warning', action: 'error' }[st.why.severity] || 'notice');
+			why.style.display = '';
+		} else {
+			why.style.display = 'none';
+		}
 		this.$('state').textContent = st.state;
 		this.$('node').textContent = st.node || '-';
 		this.$('transit').textContent = st.transit || '-';

@@ -41,6 +41,8 @@ const (
 	maxFDGrowthPerHour     = 30
 	maxThreadGrowthPerHour = 30
 	maxRSSGrowthPerHourKB  = 16 << 10
+	// minSlopeSpan is the least post-warm-up time a slope is judged over.
+	minSlopeSpan = 10 * time.Minute
 )
 
 // ChaosOptions shape RunChaos.
@@ -103,6 +105,7 @@ type ChaosSlope struct {
 	PerMin  float64 `json:"per_min"`
 	PerHour float64 `json:"per_hour"`
 	Samples int     `json:"samples"`
+	SpanMin float64 `json:"span_min"` // the time the samples cover (summed over instances)
 	Min     int     `json:"min"`
 	Max     int     `json:"max"`
 }
@@ -361,6 +364,7 @@ func (c *chaosRun) burst(ctx context.Context, n int, b chaosBurst) time.Time {
 				return
 			}
 			c.phase(ctx, f.Phase)
+			f.Args = c.resolveArgs(f.Args)
 			ev := ChaosFaultEvent{At: time.Now(), Burst: n, Name: f.Name, On: true, Args: f.Args, Phase: f.Phase, State: c.watch.lastState()}
 			detail, err := c.on(ctx, f)
 			ev.Detail = detail
@@ -395,6 +399,21 @@ func (c *chaosRun) burst(ctx context.Context, n int, b chaosBurst) time.Time {
 	}
 	wg.Wait()
 	return end
+}
+
+// resolveArgs replaces currentNode by the daemon's node now (the first
+// candidate if it has none).
+func (c *chaosRun) resolveArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if a == currentNode {
+			out[i] = Nodes[0].Name
+			if n := c.watch.lastNode(); n != "" {
+				out[i] = n
+			}
+		}
+	}
+	return out
 }
 
 // connectingStates are the daemon's states while a connect is under way.

@@ -70,13 +70,17 @@ func (c *chaosRun) report(res *ChaosResult) {
 	res.FDs = slopeOf(procs, func(p procSample) int { return p.FDs })
 	res.Threads = slopeOf(procs, func(p procSample) int { return p.Threads })
 	res.RSSKB = slopeOf(procs, func(p procSample) int { return p.RSSKB })
-	if res.FDs.PerHour > maxFDGrowthPerHour {
+	// A slope over a few minutes is the warm-up's (heap growing to its
+	// working size, the first probes' connections), not a leak: it is
+	// judged only over minSlopeSpan of samples.
+	judged := res.FDs.SpanMin >= minSlopeSpan.Minutes()
+	if judged && res.FDs.PerHour > maxFDGrowthPerHour {
 		w.violate(invFDs, "fd slope %.2f/min (%.0f/h > %d/h)", res.FDs.PerMin, res.FDs.PerHour, maxFDGrowthPerHour)
 	}
-	if res.Threads.PerHour > maxThreadGrowthPerHour {
+	if judged && res.Threads.PerHour > maxThreadGrowthPerHour {
 		w.violate(invThreads, "thread slope %.2f/min (%.0f/h > %d/h)", res.Threads.PerMin, res.Threads.PerHour, maxThreadGrowthPerHour)
 	}
-	if res.RSSKB.PerHour > maxRSSGrowthPerHourKB {
+	if judged && res.RSSKB.PerHour > maxRSSGrowthPerHourKB {
 		w.violate(invRSS, "RSS slope %.0f kB/min (%.0f kB/h > %d kB/h)", res.RSSKB.PerMin, res.RSSKB.PerHour, maxRSSGrowthPerHourKB)
 	}
 	res.Traffic = c.traffic.snapshot()
@@ -130,8 +134,9 @@ func recoveryOf(name string, bs []ChaosBurst) ChaosRecovery {
 }
 
 func slopeOf(ps []procSample, y func(procSample) int) ChaosSlope {
-	perMin, n := fixedEffectsSlope(ps, func(p procSample) float64 { return float64(y(p)) })
-	s := ChaosSlope{PerMin: math.Round(perMin*1000) / 1000, PerHour: math.Round(perMin*60*10) / 10, Samples: n}
+	perMin, n, span := fixedEffectsSlope(ps, func(p procSample) float64 { return float64(y(p)) })
+	s := ChaosSlope{PerMin: math.Round(perMin*1000) / 1000, PerHour: math.Round(perMin*60*10) / 10, Samples: n,
+		SpanMin: math.Round(span.Minutes()*10) / 10}
 	for i, p := range ps {
 		v := y(p)
 		if i == 0 || v < s.Min {
@@ -143,7 +148,11 @@ func slopeOf(ps []procSample, y func(procSample) int) ChaosSlope {
 }
 
 func slopeFigure(s ChaosSlope, unit string) string {
-	return fmt.Sprintf("slope %+.3f%s/min (%+.1f%s/h) over %d samples, range %d..%d%s", s.PerMin, unit, s.PerHour, unit, s.Samples, s.Min, s.Max, unit)
+	judged := ""
+	if s.SpanMin < minSlopeSpan.Minutes() {
+		judged = fmt.Sprintf(" — not judged: %.1f min of samples < %s", s.SpanMin, minSlopeSpan)
+	}
+	return fmt.Sprintf("slope %+.3f%s/min (%+.1f%s/h) over %d samples, range %d..%d%s", s.PerMin, unit, s.PerHour, unit, s.Samples, s.Min, s.Max, unit) + judged
 }
 
 // timelineAround is the fault events within d of t, as lines.

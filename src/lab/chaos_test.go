@@ -130,14 +130,14 @@ func TestFixedEffectsSlope(t *testing.T) {
 		}
 	}
 	fd := func(p procSample) float64 { return float64(p.FDs) }
-	if s, _ := fixedEffectsSlope(flat, fd); s != 0 {
+	if s, _, _ := fixedEffectsSlope(flat, fd); s != 0 {
 		t.Errorf("flat instances: slope %v, want 0 (a restart is not shrinkage)", s)
 	}
-	if s, n := fixedEffectsSlope(leak, fd); s < 1.99 || s > 2.01 || n != 16 {
-		t.Errorf("growing instances: slope %v over %d samples, want 2/min over 16", s, n)
+	if s, n, span := fixedEffectsSlope(leak, fd); s < 1.99 || s > 2.01 || n != 16 || span != 14*time.Minute {
+		t.Errorf("growing instances: slope %v over %d samples (%s), want 2/min over 16 (14m)", s, n, span)
 	}
 	warm := []procSample{{At: t0, PID: 9, Start: t0, FDs: 5}, {At: t0.Add(time.Second), PID: 9, Start: t0, FDs: 500}}
-	if s, n := fixedEffectsSlope(warm, fd); s != 0 || n != 0 {
+	if s, n, _ := fixedEffectsSlope(warm, fd); s != 0 || n != 0 {
 		t.Errorf("warm-up samples counted: slope %v n %d", s, n)
 	}
 }

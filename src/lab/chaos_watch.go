@@ -238,6 +238,16 @@ func (w *chaosWatch) lastState() string {
 	return w.states[len(w.states)-1].State
 }
 
+// lastNode is the daemon's latest reported node.
+func (w *chaosWatch) lastNode() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.states) == 0 {
+		return ""
+	}
+	return w.states[len(w.states)-1].Node
+}
+
 // panicMarkers are what a Go runtime crash writes to stderr.
 var panicMarkers = []string{"panic: ", "fatal error: ", "goroutine ", "SIGSEGV", "runtime error:", "concurrent map"}
 
@@ -306,8 +316,9 @@ func (w *chaosWatch) logAround(t time.Time, before, after time.Duration) []strin
 // minute) with one intercept per daemon instance: restarts reset RSS and
 // descriptors, and a single line through every instance would read a
 // restart as shrinkage. Samples within chaosWarmupExclude of their
-// instance's start are left out. n is the number of samples used.
-func fixedEffectsSlope(ps []procSample, y func(procSample) float64) (perMin float64, n int) {
+// instance's start are left out. n is the number of samples used, span
+// the time they cover, summed over the instances.
+func fixedEffectsSlope(ps []procSample, y func(procSample) float64) (perMin float64, n int, span time.Duration) {
 	groups := map[int][]procSample{}
 	for _, p := range ps {
 		if !p.Start.IsZero() && p.At.Sub(p.Start) < chaosWarmupExclude {
@@ -333,9 +344,10 @@ func fixedEffectsSlope(ps []procSample, y func(procSample) float64) (perMin floa
 			sxx += dx * dx
 		}
 		n += len(g)
+		span += g[len(g)-1].At.Sub(g[0].At)
 	}
 	if sxx == 0 {
-		return 0, n
+		return 0, n, span
 	}
-	return sxy / sxx, n
+	return sxy / sxx, n, span
 }

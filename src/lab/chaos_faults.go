@@ -119,9 +119,9 @@ func (c *chaosRun) changeWAN(addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := h.AddrAdd(link, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(a, WANNet.Bits()))}); err != nil && !isExist(err) {
-		return "", err
-	}
+	// The old address goes first: deleting a primary address deletes the
+	// secondaries of its subnet with it (promote_secondaries is off), the
+	// new one included.
 	var was []string
 	for _, o := range old {
 		if o.IP.Equal(net.IP(a.AsSlice())) {
@@ -131,6 +131,9 @@ func (c *chaosRun) changeWAN(addr string) (string, error) {
 		if err := h.AddrDel(link, &o); err != nil {
 			return "", err
 		}
+	}
+	if err := h.AddrAdd(link, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(a, WANNet.Bits()))}); err != nil && !isExist(err) {
+		return "", err
 	}
 	if err := defaultRoutes(h, IfWAN, WANGateway, WANGw6); err != nil && !isExist(err) {
 		return "", err

@@ -35,6 +35,8 @@ type Chaos struct {
 	P50S       *float64             `json:"p50_recover_s"`
 	P95S       *float64             `json:"p95_recover_s"`
 	MaxS       *float64             `json:"max_recover_s"`
+	OutP95S    *float64             `json:"outage_p95_s"`
+	OutMaxS    *float64             `json:"outage_max_s"`
 	Leaked     uint64               `json:"leaked_packets"`
 	Starts     int                  `json:"daemon_starts"`
 	Invariants []lab.ChaosInvariant `json:"invariants"`
@@ -61,6 +63,7 @@ func chaosRun(ctx context.Context, env labEnv, p Params, d time.Duration, seed u
 	c.Error = res.Error
 	c.Bursts, c.Leaked, c.Starts = len(res.Bursts), res.Leaked, res.Daemon.Starts
 	c.P50S, c.P95S, c.MaxS = res.AllRecover.P50S, res.AllRecover.P95S, res.AllRecover.MaxS
+	c.OutP95S, c.OutMaxS = res.AllRecover.OutP95S, res.AllRecover.OutMaxS
 	c.Invariants = res.Invariants
 	for _, b := range res.Bursts {
 		if b.Recovered {
@@ -80,8 +83,9 @@ func writeChaosMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	fmt.Fprintf(b, "\n## Chaos (seed %d, the same faults for both sides)\n\n", r.Chaos[0].Seed)
-	b.WriteString("| params | duration | bursts | recovered | p50 recover | p95 recover | max recover | leaked packets | daemon starts | invariants held |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("Recovery is from the end of a burst's last fault to the first LAN request through an exit; the outage is how long LAN traffic was out, the faults' time included.\n\n")
+	b.WriteString("| params | duration | bursts | recovered | p50 recover | p95 recover | max recover | p95 outage | max outage | leaked packets | daemon starts | invariants held |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, c := range r.Chaos {
 		held, broken := 0, []string{}
 		for _, i := range c.Invariants {
@@ -98,8 +102,8 @@ func writeChaosMarkdown(b *strings.Builder, r *Result) {
 		if c.Error != "" {
 			verdict += " — " + firstLine(c.Error)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %d | %d | %s |\n", c.Variant, fmtDuration(float64(c.DurationS)), c.Bursts, c.Recovered,
-			fmtSeconds(f64(c.P50S)), fmtSeconds(f64(c.P95S)), fmtSeconds(f64(c.MaxS)), c.Leaked, c.Starts, cell(verdict))
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %d | %d | %s |\n", c.Variant, fmtDuration(float64(c.DurationS)), c.Bursts, c.Recovered,
+			fmtSeconds(f64(c.P50S)), fmtSeconds(f64(c.P95S)), fmtSeconds(f64(c.MaxS)), fmtSeconds(f64(c.OutP95S)), fmtSeconds(f64(c.OutMaxS)), c.Leaked, c.Starts, cell(verdict))
 	}
 	for _, c := range r.Chaos {
 		fmt.Fprintf(b, "\n%s, invariant by invariant:\n\n", c.Variant)

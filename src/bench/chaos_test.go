@@ -20,7 +20,7 @@ func TestChaosMarkdownNamesBrokenInvariants(t *testing.T) {
 	var b strings.Builder
 	writeChaosMarkdown(&b, r)
 	md := b.String()
-	for _, want := range []string{"seed 7", "| ours | 3 min | 3 | 3 | 1.5", "1/1", "0/1 — broken: no leaked packets", "violation: no leaked packets: 4"} {
+	for _, want := range []string{"seed 7", "| ours | 3 min | 3 | 3 | 1.5 | — | — | — | — | 0 |", "1/1", "0/1 — broken: no leaked packets", "violation: no leaked packets: 4"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("chaos markdown lacks %q:\n%s", want, md)
 		}

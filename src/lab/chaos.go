@@ -76,11 +76,14 @@ type ChaosFaultEvent struct {
 
 // ChaosBurst is one burst's outcome.
 type ChaosBurst struct {
-	N         int       `json:"n"`
-	Faults    []string  `json:"faults"`
-	EndedAt   time.Time `json:"ended_at"`
-	RecoverS  *float64  `json:"recover_s"` // nil: not within the budget
-	Recovered bool      `json:"recovered"`
+	N        int       `json:"n"`
+	Faults   []string  `json:"faults"`
+	EndedAt  time.Time `json:"ended_at"`
+	RecoverS *float64  `json:"recover_s"` // nil: not within the budget
+	// OutageS is how long LAN traffic was out: from the first failed
+	// request after the burst began to the recovery (0: none failed).
+	OutageS   *float64 `json:"outage_s"`
+	Recovered bool     `json:"recovered"`
 }
 
 // ChaosRecovery aggregates the recovery of the bursts a fault was in.
@@ -91,6 +94,9 @@ type ChaosRecovery struct {
 	P95S     *float64 `json:"p95_s"`
 	MaxS     *float64 `json:"max_s"`
 	OverBudg int      `json:"over_budget"`
+	// Outage percentiles: how long traffic was out, fault time included.
+	OutP95S *float64 `json:"outage_p95_s"`
+	OutMaxS *float64 `json:"outage_max_s"`
 }
 
 // ChaosInvariant is one line of the verdict.
@@ -310,6 +316,7 @@ func (c *chaosRun) loop(ctx context.Context, res *ChaosResult) {
 	deadline := time.Now().Add(c.o.Duration)
 	for n := 1; ctx.Err() == nil && time.Until(deadline) > 20*time.Second; n++ {
 		b := sched.next()
+		began := time.Now()
 		end := c.burst(ctx, n, b)
 		if ctx.Err() != nil {
 			return
@@ -332,6 +339,10 @@ func (c *chaosRun) loop(ctx context.Context, res *ChaosResult) {
 		if !at.IsZero() {
 			cb.RecoverS = seconds3(at.Sub(end).Seconds())
 			cb.Recovered = at.Sub(end) <= c.o.Budget
+			cb.OutageS = seconds3(0)
+			if ff := c.traffic.firstFailAfter(began, at); !ff.IsZero() {
+				cb.OutageS = seconds3(at.Sub(ff).Seconds())
+			}
 		}
 		if !cb.Recovered {
 			c.watch.violate(invRecovery, "burst %d (%s) not recovered within %s (recover_s %s)", n,

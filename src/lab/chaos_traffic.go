@@ -125,6 +125,20 @@ func (t *chaosTraffic) recoveredAfter(after time.Time) time.Time {
 	return at
 }
 
+// firstFailAfter is the start of the first echo request that started in
+// [from, until) and failed (zero if none did).
+func (t *chaosTraffic) firstFailAfter(from, until time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var at time.Time
+	for _, r := range t.echo {
+		if !r.OK && !r.Start.Before(from) && r.Start.Before(until) && (at.IsZero() || r.Start.Before(at)) {
+			at = r.Start
+		}
+	}
+	return at
+}
+
 // mixLoop is the short HTTP, DNS, UDP and IPv6 traffic of one client.
 func (t *chaosTraffic) mixLoop(ctx context.Context, client int) {
 	tick := time.NewTicker(chaosMixEvery)

@@ -39,7 +39,7 @@ func (c *chaosRun) report(res *ChaosResult) {
 	res.AllRecover = recoveryOf("all", res.Bursts)
 
 	exits, starts, maxCount, halted, startErrs := c.sup.report()
-	res.Daemon.Starts, res.Daemon.Exits, res.Daemon.MaxRespawn, res.Daemon.Halted, res.Daemon.StartErrors = starts, exits, maxCount, halted, startErrs
+	res.Daemon.Starts, res.Daemon.Exits, res.Daemon.MaxRespawn, res.Daemon.Halted, res.Daemon.StartErrors = starts, append([]daemonExit{}, exits...), maxCount, halted, startErrs
 	unexpected := 0
 	for _, e := range exits {
 		if !e.Expected {

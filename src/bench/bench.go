@@ -22,10 +22,11 @@ const (
 	PartLeaks     = "leaks"
 	PartSoak      = "soak"
 	PartFootprint = "footprint"
+	PartChaos     = "chaos"
 )
 
 // Parts lists every part, in the order they run.
-var Parts = []string{PartFootprint, PartSoak, PartLeaks, PartScenarios, PartDeadNodes}
+var Parts = []string{PartChaos, PartFootprint, PartSoak, PartLeaks, PartScenarios, PartDeadNodes}
 
 // Options shape a benchmark run. DefaultOptions gives the full or quick
 // run; every figure of it can be changed.
@@ -44,6 +45,9 @@ type Options struct {
 	LossPct, JitterMS int
 	// SteadyWarmup and Steady are the footprint's settle time and window.
 	SteadyWarmup, Steady time.Duration
+	// Chaos is each side's chaos run (same ChaosSeed for both).
+	Chaos     time.Duration
+	ChaosSeed uint64
 	// BinaryPath and IPKGlob locate `make ipk`'s outputs for the sizes.
 	BinaryPath, IPKGlob string
 	// RepoRoot is the module root (lab binaries are built from it; the
@@ -73,6 +77,7 @@ func DefaultOptions(quick bool) Options {
 		BaselineScenarios: slices.Clone(LatencyScenarios),
 		Soak:              30 * time.Minute, LossPct: 3, JitterMS: 100,
 		SteadyWarmup: 30 * time.Second, Steady: 10 * time.Minute,
+		Chaos: 30 * time.Minute, ChaosSeed: DefaultChaosSeed,
 		Parallel:   2,
 		Vendor:     []string{URLTestCadence(DefaultURLTestS)},
 		BinaryPath: "build/x86_64/surflare-watchdog",
@@ -82,6 +87,7 @@ func DefaultOptions(quick bool) Options {
 		o.Runs, o.BaselineRuns, o.DeadNodeRuns = 2, 1, 1
 		o.BaselineScenarios = []string{ScenarioNodeDown, ScenarioNodeBlackhole}
 		o.Soak, o.SteadyWarmup, o.Steady = 2*time.Minute, 10*time.Second, time.Minute
+		o.Chaos = 3 * time.Minute
 		o.Parallel = 5
 	}
 	return o
@@ -171,6 +177,7 @@ func sortByVariant(r *Result) {
 	}
 	slices.SortStableFunc(r.Footprint, func(a, b Footprint) int { return rank(a.Variant) - rank(b.Variant) })
 	slices.SortStableFunc(r.Soak, func(a, b Soak) int { return rank(a.Variant) - rank(b.Variant) })
+	slices.SortStableFunc(r.Chaos, func(a, b Chaos) int { return rank(a.Variant) - rank(b.Variant) })
 }
 
 // collectMissing lists every part that failed or was skipped.
@@ -189,6 +196,11 @@ func collectMissing(r *Result, o Options) {
 	for _, s := range r.Soak {
 		if s.Error != "" {
 			r.Missing = append(r.Missing, fmt.Sprintf("false rotations (%s): %s", s.Variant, s.Error))
+		}
+	}
+	for _, c := range r.Chaos {
+		if c.Error != "" {
+			r.Missing = append(r.Missing, fmt.Sprintf("chaos (%s): %s", c.Variant, firstLine(c.Error)))
 		}
 	}
 	for _, l := range r.Leaks {

@@ -23,6 +23,16 @@ func plan(ctx context.Context, o Options, env labEnv, r *Result, ours, base Para
 	skip := func(part string) bool { return slices.Contains(o.Skip, part) }
 	var jobs []job
 
+	if !skip(PartChaos) && o.Chaos > 0 {
+		for _, p := range []Params{ours, base} {
+			jobs = append(jobs, job{"chaos " + string(p.Variant), func() {
+				progress(o, "chaos %s: %s, seed %d", p.Variant, o.Chaos, o.ChaosSeed)
+				c := chaosRun(ctx, env, p, o.Chaos, o.ChaosSeed)
+				progress(o, "chaos %s: %d bursts, %d recovered, %d leaked %s", p.Variant, c.Bursts, c.Recovered, c.Leaked, firstLine(c.Error))
+				locked(func() { r.Chaos = append(r.Chaos, c) })
+			}})
+		}
+	}
 	if !skip(PartDeadNodes) {
 		d := &DeadNodes{Scenario: ScenarioDeadNodes, Description: deadNodesDescription()}
 		r.DeadNodes = d

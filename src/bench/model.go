@@ -219,6 +219,7 @@ type Result struct {
 	Leaks     []LeakCheck   `json:"leaks"`
 	Soak      []Soak        `json:"false_rotations"`
 	Footprint []Footprint   `json:"footprint"`
+	Chaos     []Chaos       `json:"chaos,omitempty"`
 	Sizes     Sizes         `json:"sizes"`
 
 	Targets []Target   `json:"targets"`

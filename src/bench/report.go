@@ -131,6 +131,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(x.Figure), fmtNum(float64(x.Ours)), fmtNum(float64(x.Baseline)), fmtRatio(x))
 		}
 	}
+	writeChaosMarkdown(&b, r)
 	if len(r.Missing) > 0 {
 		b.WriteString("\n## Not measured or incomplete\n\n")
 		for _, m := range r.Missing {

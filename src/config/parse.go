@@ -100,12 +100,25 @@ func (w Warning) String() string { return Error(w).Error() }
 // Load reads and parses a config file. The error is an ErrorList when the
 // file was read, and wraps the read error (fs.ErrNotExist...) otherwise.
 func Load(path string) (*Config, []Warning, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
+	defer f.Close()
+	// Bounded: a config replaced by a huge file (or a link to /dev/zero)
+	// must fail the load, not fill the router's memory on every SIGHUP.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, nil, fmt.Errorf("reading config: %s is larger than %d KiB: not a UCI config", path, MaxFileSize>>10)
+	}
 	return Parse(path, data)
 }
+
+// MaxFileSize bounds the config file Load reads (a real one is a few KiB).
+const MaxFileSize = 1 << 20
 
 // Parse parses the UCI text of a config file; path is used in messages and
 // as the UCI package name. Options and sections the file does not set keep

@@ -117,7 +117,12 @@ func (l *lexer) getln(offset int) {
 			l.line++
 			return
 		}
-		l.bufsz *= 2
+		// As libuci: grow only when the buffer is full. A NUL cut the
+		// chunk short without filling it; doubling then too overflowed
+		// bufsz after ~60 NULs and fgets never read again (a hang).
+		if ofs >= l.bufsz-1 {
+			l.bufsz *= 2
+		}
 	}
 }
 

@@ -53,6 +53,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", 0, "settle time before the footprint window (default 30s, quick 10s)")
 	binPath := fs.String("bin", "", "the release binary to size (default build/x86_64/surflare-watchdog, from make build)")
 	ipk := fs.String("ipk", "", "glob of the x86_64 ipk to size (default build/ipk/surflare-watchdog_*_x86_64.ipk, from make ipk)")
+	chaos := fs.Duration("chaos", 0, "each side's chaos run (default 30m, quick 3m)")
+	chaosSeed := fs.Uint64("chaos-seed", 0, "seed of the chaos faults, the same for both sides (default 1)")
 	parallel := fs.Int("parallel", 0, "labs at once (default 2, quick 5); each measurement has its own lab")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(bench.Parts, ","))
 	var vendor []string
@@ -84,6 +86,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	setDur(&o.Soak, *soak)
 	setDur(&o.Steady, *steady)
 	setDur(&o.SteadyWarmup, *warmup)
+	setDur(&o.Chaos, *chaos)
+	if *chaosSeed != 0 {
+		o.ChaosSeed = *chaosSeed
+	}
 	if *binPath != "" {
 		o.BinaryPath = *binPath
 	}

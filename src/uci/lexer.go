@@ -80,6 +80,10 @@ func (l *lexer) fgets(n int) ([]byte, bool) {
 	return l.data[start:l.rd], true
 }
 
+// maxBufSize is where the line buffer stops growing: far beyond any config,
+// where libuci's realloc would have failed already.
+const maxBufSize = 1 << 30
+
 // getln reads the next physical line into the buffer at offset, growing
 // the buffer and continuing while the line has no newline yet.
 func (l *lexer) getln(offset int) {
@@ -117,12 +121,17 @@ func (l *lexer) getln(offset int) {
 			l.line++
 			return
 		}
-		// As libuci: grow only when the buffer is full. A NUL cut the
-		// chunk short without filling it; doubling then too overflowed
-		// bufsz after ~60 NULs and fgets never read again (a hang).
-		if ofs >= l.bufsz-1 {
-			l.bufsz *= 2
+		// As libuci: the buffer doubles after every read that ended
+		// without a newline, a NUL-cut one too (byte-compatible output
+		// depends on it). libuci's realloc fails long before the size
+		// overflows; without that bound doubling overflowed bufsz after
+		// ~60 NULs and fgets never read again (a hang); past the bound
+		// the rest of the input is given up as unreadable.
+		if l.bufsz > maxBufSize {
+			l.rd = len(l.data) // the rest is unreadable: as the end of the file
+			return
 		}
+		l.bufsz *= 2
 	}
 }
 

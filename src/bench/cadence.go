@@ -266,9 +266,41 @@ func writeCadenceTable(b *strings.Builder, r *Result) {
 				reading := ""
 				if fig.what == "detection" && v == Ours {
 					reading = cadenceReading(cs, vals, limit)
+					var seen []string
+					for _, row := range rows {
+						if sig := signals(row.Ours); sig != "" {
+							seen = append(seen, fmt.Sprintf("%d s %s", row.CadenceS, sig))
+						}
+					}
+					if len(seen) > 0 {
+						reading += "; seen by: " + strings.Join(seen, ", ")
+					}
 				}
 				fmt.Fprintf(b, " | %s |\n", reading)
 			}
 		}
 	}
+}
+
+// signals lists the signals m's runs were detected by (signalOf), each
+// once, in order of first appearance, joined by "/".
+func signals(m *Measured) string {
+	if m == nil {
+		return ""
+	}
+	var out []string
+	for _, r := range m.Runs {
+		if sig := signalOf(r.Outcome); sig != "" && !slices.Contains(out, sig) {
+			out = append(out, sig)
+		}
+	}
+	return strings.Join(out, "/")
+}
+
+func joinCadences(cs []int) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ", ")
 }

@@ -73,6 +73,7 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 	if log := l.FaultLog(); len(log) > 0 {
 		t0 = log[len(log)-1].Time
 	}
+	why := ""
 	away, err := l.WaitDaemon(ctx, idleDetectBudget, func(s lab.DaemonState) bool { return s.State != "healthy" })
 	if err == nil {
 		seen := time.Now()
@@ -84,6 +85,7 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 		}
 		run.DetectS = secondsPtr(at.Sub(t0))
 		run.States = append(run.States, away.State)
+		why = detectedBy(away, t0)
 		back, werr := l.WaitDaemon(ctx, idleRecoverBudget, func(s lab.DaemonState) bool { return s.Healthy() && s.Node != node })
 		if werr == nil {
 			run.NodesTried = append(run.NodesTried, back.Node)
@@ -95,6 +97,9 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 		}
 	}
 	run.Outcome = fmt.Sprintf("%s down after %s idle", node, quiet.Round(100*time.Millisecond))
+	if why != "" {
+		run.Outcome += "; " + detectedByPrefix + why
+	}
 	switch {
 	case run.DetectS == nil:
 		run.Outcome += fmt.Sprintf("; not detected within %s", idleDetectBudget)

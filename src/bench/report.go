@@ -37,7 +37,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "  - %s\n", n)
 	}
 	if len(r.Vendor) > 0 {
-		fmt.Fprintf(&b, "- Fake vendor client (lab knobs, `--vendor`): %s — the urltest cadence is the vendor's, unknown for the real client; figures that rest on urltest hold only at this cadence\n", code(r.Vendor))
+		fmt.Fprintf(&b, "- Fake vendor client (lab knobs, `--vendor`): %s — the urltest cadence is the vendor's, unknown for the real client; figures that rest on urltest hold only at their cadence", code(r.Vendor))
+		if cs := cadences(r); len(cs) > 0 {
+			fmt.Fprintf(&b, " (the scenarios with an `urltest` column ran at each of %s s, the others at this one)", joinCadences(cs))
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- Fake connect time (median `surflare connect` in the lab): %s s\n", fmtSeconds(float64(r.FakeConnectS)))
 	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞). " +

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestCadenceReading(t *testing.T) {
@@ -80,5 +81,22 @@ func TestCadenceTargetBoundaries(t *testing.T) {
 	}
 	if c := got["p95 recovery: node down, idle tunnel @ 180 s urltest"].Cause; c == "" {
 		t.Error("a run that never recovered carries no cause")
+	}
+}
+
+func TestWithTriggerNamesTheFirstDetectorAfterTheFault(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 10, 0, time.UTC)
+	log := `time=2026-12-01T09:00:05.000Z level=INFO msg="Check requested by a detector" reason="NODE_LOG: before the fault"
+time=2026-12-01T09:00:11.250Z level=INFO msg="VPN healthy"
+time=2026-12-01T09:00:11.500Z level=INFO msg="Check requested by a detector" reason="CONN_FAIL: 3 LAN connections to 2 destinations failed via Dallas in 10s (refused)"
+time=2026-12-01T09:00:12.000Z level=INFO msg="Check requested by a detector" reason="IDLE_PROBE: no answer"`
+	if got, want := withTrigger(log, t0, "check PROXY_BROKEN"), "CONN_FAIL → check PROXY_BROKEN"; got != want {
+		t.Errorf("withTrigger = %q, want %q", got, want)
+	}
+	if got := withTrigger("", t0, "check PROXY_BROKEN"); got != "check PROXY_BROKEN" {
+		t.Errorf("withTrigger on an empty log = %q, want the reason alone", got)
+	}
+	if got := signalOf("rotated; " + detectedByPrefix + "CONN_FAIL → check PROXY_BROKEN; more"); got != "CONN_FAIL → check PROXY_BROKEN" {
+		t.Errorf("signalOf = %q", got)
 	}
 }

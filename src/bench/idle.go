@@ -86,6 +86,9 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 		run.DetectS = secondsPtr(at.Sub(t0))
 		run.States = append(run.States, away.State)
 		why = detectedBy(away, t0)
+		if why != "" {
+			why = withTrigger(l.DaemonLog(), t0, why)
+		}
 		back, werr := l.WaitDaemon(ctx, idleRecoverBudget, func(s lab.DaemonState) bool { return s.Healthy() && s.Node != node })
 		if werr == nil {
 			run.NodesTried = append(run.NodesTried, back.Node)

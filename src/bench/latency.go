@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +80,7 @@ func withHousehold(run func(context.Context, *lab.Harness) error) func(context.C
 		wg.Wait()
 		if st, serr := h.Lab.DaemonStatus(ctx); serr == nil {
 			if why := detectedBy(st, h.T0()); why != "" {
-				h.Note("%s%s", detectedByPrefix, why)
+				h.Note("%s%s", detectedByPrefix, withTrigger(h.Lab.DaemonLog(), h.T0(), why))
 			}
 		}
 		return err
@@ -128,6 +129,50 @@ func detectedBy(st lab.DaemonState, t0 time.Time) string {
 		}
 	}
 	return truncate(strings.ReplaceAll(why, ";", ","), 100)
+}
+
+// checkRequested is the daemon's log message when a detector asks the
+// engine for a check (its reason names the detector: CONN_FAIL, IDLE_PROBE…).
+const checkRequested = "Check requested by a detector"
+
+// withTrigger prefixes why with the detector that asked for the first
+// check at or after t0, from the daemon's log (slog text: time=… and
+// reason=…), when there is one: "CONN_FAIL → check PROXY_BROKEN".
+func withTrigger(log string, t0 time.Time, why string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, checkRequested) {
+			continue
+		}
+		at, ok := logField(line, "time")
+		ts, err := time.Parse(time.RFC3339Nano, at)
+		if !ok || err != nil || ts.Before(t0) {
+			continue
+		}
+		reason, _ := logField(line, "reason")
+		tag, _, _ := strings.Cut(reason, ":")
+		if tag = strings.TrimSpace(tag); tag != "" && len(tag) <= 30 {
+			return tag + " → " + why
+		}
+	}
+	return why
+}
+
+// logField is the value of key=VALUE or key="VALUE" in a slog text line.
+func logField(line, key string) (string, bool) {
+	i := strings.Index(" "+line, " "+key+"=")
+	if i < 0 {
+		return "", false
+	}
+	v := line[i+len(key)+1:]
+	if strings.HasPrefix(v, `"`) {
+		if s, err := strconv.QuotedPrefix(v); err == nil {
+			u, _ := strconv.Unquote(s)
+			return u, true
+		}
+		return strings.Trim(v, `"`), true
+	}
+	v, _, _ = strings.Cut(v, " ")
+	return v, true
 }
 
 // signalOf is the signal named in a run's outcome (detectedBy's reason up

@@ -100,3 +100,16 @@ time=2026-12-01T09:00:12.000Z level=INFO msg="Check requested by a detector" rea
 		t.Errorf("signalOf = %q", got)
 	}
 }
+
+func TestLogAfterDigestsOnlyLinesAfterTheFault(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 10, 0, time.UTC)
+	log := `time=2026-12-01T09:00:05.000Z level=INFO msg="VPN healthy"
+time=2026-12-01T09:00:20.000Z level=INFO msg="Check requested by a detector" reason="NODE_LOG: x"
+time=2026-12-01T09:00:30.000Z level=INFO msg="VPN healthy"`
+	if got, want := logAfter(log, t0, 1), `2 lines: Check requested by a detector (NODE_LOG: x)`; got != want {
+		t.Errorf("logAfter = %q, want %q", got, want)
+	}
+	if got := logAfter(log, t0.Add(time.Hour), 3); got != "no lines" {
+		t.Errorf("logAfter past the log = %q, want no lines", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"surflare-watchdog/src/lab"
@@ -105,7 +106,7 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 	}
 	switch {
 	case run.DetectS == nil:
-		run.Outcome += fmt.Sprintf("; not detected within %s", idleDetectBudget)
+		run.Outcome += fmt.Sprintf("; not detected within %s (state %q; daemon log after the fault: %s)", idleDetectBudget, away.State, logAfter(l.DaemonLog(), t0, 4))
 	case run.RecoverS == nil:
 		run.Outcome += "; no LAN traffic through a live node afterwards"
 	default:
@@ -122,4 +123,31 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 func secondsPtr(d time.Duration) *float64 {
 	s := float64(d.Round(time.Millisecond)) / float64(time.Second)
 	return &s
+}
+
+// logAfter is a digest of the daemon's log lines at or after t0: the
+// number of lines, then the messages of the first n (for a run that did
+// not detect, so the report says what the daemon did instead).
+func logAfter(log string, t0 time.Time, n int) string {
+	var msgs []string
+	count := 0
+	for _, line := range strings.Split(log, "\n") {
+		at, ok := logField(line, "time")
+		ts, err := time.Parse(time.RFC3339Nano, at)
+		if !ok || err != nil || ts.Before(t0) {
+			continue
+		}
+		count++
+		if len(msgs) < n {
+			msg, _ := logField(line, "msg")
+			if reason, ok := logField(line, "reason"); ok {
+				msg += " (" + reason + ")"
+			}
+			msgs = append(msgs, truncate(msg, 120))
+		}
+	}
+	if count == 0 {
+		return "no lines"
+	}
+	return fmt.Sprintf("%d lines: %s", count, strings.Join(msgs, " | "))
 }

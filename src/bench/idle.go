@@ -75,14 +75,18 @@ func runIdleNodeDown(ctx context.Context, o lab.Options) ([]lab.ScenarioRun, err
 		t0 = log[len(log)-1].Time
 	}
 	why := ""
-	away, err := l.WaitDaemon(ctx, idleDetectBudget, func(s lab.DaemonState) bool { return s.State != "healthy" })
+	// The daemon may leave healthy and be healthy again on another node
+	// between two status polls (a fast rotation takes well under a second,
+	// a status poll under load more): its transitions say it, not only its
+	// state.
+	away, err := l.WaitDaemon(ctx, idleDetectBudget, func(s lab.DaemonState) bool {
+		_, _, left := firstAway(s, t0)
+		return s.State != "healthy" || s.Node != node || left
+	})
 	if err == nil {
-		seen := time.Now()
-		at := seen
-		for _, tr := range away.Transitions {
-			if !tr.At.Before(t0) && tr.To != "healthy" && tr.At.Before(at) {
-				at = tr.At
-			}
+		at := time.Now() // when seen, if no transition is listed
+		if first, _, ok := firstAway(away, t0); ok {
+			at = first
 		}
 		run.DetectS = secondsPtr(at.Sub(t0))
 		run.States = append(run.States, away.State)

@@ -119,16 +119,22 @@ const detectedByPrefix = "detected by: "
 // detectedBy is the reason of st's first transition away from healthy at
 // or after t0 ("" if none is listed), shortened for the report.
 func detectedBy(st lab.DaemonState, t0 time.Time) string {
+	_, why, _ := firstAway(st, t0)
+	return truncate(strings.ReplaceAll(why, ";", ","), 100)
+}
+
+// firstAway is st's earliest listed transition away from healthy at or
+// after t0 (whatever the list's order): its time and reason.
+func firstAway(st lab.DaemonState, t0 time.Time) (at time.Time, why string, ok bool) {
 	if t0.IsZero() {
-		return ""
+		return time.Time{}, "", false
 	}
-	why, first := "", time.Time{}
-	for _, tr := range st.Transitions { // the earliest, whatever the list's order
-		if !tr.At.Before(t0) && tr.To != "healthy" && (first.IsZero() || tr.At.Before(first)) {
-			why, first = tr.Reason, tr.At
+	for _, tr := range st.Transitions {
+		if !tr.At.Before(t0) && tr.To != "healthy" && (!ok || tr.At.Before(at)) {
+			at, why, ok = tr.At, tr.Reason, true
 		}
 	}
-	return truncate(strings.ReplaceAll(why, ";", ","), 100)
+	return at, why, ok
 }
 
 // checkRequested is the daemon's log message when a detector asks the

@@ -102,6 +102,9 @@ func cadenceReading(cs []int, vals []float64, limit float64) string {
 		return strings.Join(s, ", ")
 	}
 	lim := fmtNum(limit) + " s"
+	if g := growth(cs, vals); g != "" && len(fast) == 0 {
+		return fmt.Sprintf("over %s at every cadence measured, and %s", lim, g)
+	}
 	switch {
 	case len(fast)+len(slow) == 0:
 		return "not measured"
@@ -115,6 +118,27 @@ func cadenceReading(cs []int, vals []float64, limit float64) string {
 		return fmt.Sprintf("fast only at %s: rests on urltest", secs(fast))
 	}
 	return fmt.Sprintf("≤ %s at %s, over it at %s", lim, secs(fast), secs(slow))
+}
+
+// growth says that a figure grows with the urltest cadence — more than
+// twice as long at the longest cadence measured as at the shortest — or ""
+// if it does not: then it rests on urltest even where it is never fast.
+func growth(cs []int, vals []float64) string {
+	lo, hi := -1, -1
+	for i, v := range vals {
+		if math.IsNaN(v) {
+			continue
+		}
+		if lo < 0 {
+			lo = i
+		}
+		hi = i
+	}
+	if lo < 0 || hi == lo || !(vals[hi] > 2*vals[lo]) {
+		return ""
+	}
+	return fmt.Sprintf("grows with the cadence (%s s at %d s, %s s at %d s): rests on urltest",
+		fmtSeconds(vals[lo]), cs[lo], fmtSeconds(vals[hi]), cs[hi])
 }
 
 // judgeCadenceTargets judges issue 19's targets for ours. Cause says why
@@ -135,18 +159,20 @@ func judgeCadenceTargets(r *Result) []Target {
 	}
 	// dependence is the cause of a detection miss that the cadences
 	// themselves show: fast at a short urltest, slow at a long one.
-	dependence := func(rows []ScenarioRow, limit float64) string {
+	dependence := func(rows []ScenarioRow, limit float64, get func(Summary) Num) string {
 		var cs []int
 		var vs []float64
 		for _, row := range rows {
 			cs = append(cs, row.CadenceS)
-			vs = append(vs, oursSummary(row).P95DetectS.f())
+			vs = append(vs, get(oursSummary(row)).f())
 		}
 		if reading := cadenceReading(cs, vs, limit); strings.Contains(reading, "rests on urltest") {
-			return reading + " — the node is seen only when the vendor's urltest sees it"
+			return reading
 		}
-		return ""
+		return growth(cs, vs)
 	}
+	p95Detect := func(s Summary) Num { return s.P95DetectS }
+	p95Recover := func(s Summary) Num { return s.P95RecoverS }
 	never := func(v float64) string {
 		if math.IsInf(v, 1) {
 			return "a run never detected it within the scenario's budget"
@@ -174,7 +200,7 @@ func judgeCadenceTargets(r *Result) []Target {
 			} else if math.IsNaN(limit) {
 				ts = append(ts, Target{Name: "p95 detection: " + rowLabel(row), Goal: goal, Verdict: NotApplicable, Measured: fmtSeconds(det)})
 			} else {
-				add("p95 detection: "+rowLabel(row), goal, det, limit, fmtSeconds, firstOf(never(det), dependence(rows, limit)))
+				add("p95 detection: "+rowLabel(row), goal, det, limit, fmtSeconds, firstOf(never(det), dependence(rows, limit, p95Detect)))
 			}
 			recGoal, recLimit := "≤ p95 detection + 3 s + fake connect", math.NaN()
 			if !math.IsNaN(det) && !math.IsInf(det, 1) && !math.IsNaN(fc) {
@@ -185,7 +211,7 @@ func judgeCadenceTargets(r *Result) []Target {
 			if math.IsNaN(recLimit) {
 				rec = math.NaN() // no detection (or connect time) to measure it against
 			}
-			add("p95 recovery: "+rowLabel(row), recGoal, rec, recLimit, fmtSeconds, never(rec))
+			add("p95 recovery: "+rowLabel(row), recGoal, rec, recLimit, fmtSeconds, firstOf(never(rec), growth(cadencesOf(rows), valuesOf(rows, p95Recover))))
 		}
 		if len(rows) == 0 {
 			add("p95 detection: "+Label(name)+", every urltest cadence", goal, math.NaN(), 0, fmtSeconds, "")
@@ -264,15 +290,24 @@ func writeCadenceTable(b *strings.Builder, r *Result) {
 					fmt.Fprintf(b, " | %s", fmtSeconds(x))
 				}
 				reading := ""
+				if fig.what == "recovery" && v == Ours {
+					reading = growth(cs, vals)
+				}
 				if fig.what == "detection" && v == Ours {
 					reading = cadenceReading(cs, vals, limit)
-					var seen []string
+					var seen, sigs []string
 					for _, row := range rows {
 						if sig := signals(row.Ours); sig != "" {
 							seen = append(seen, fmt.Sprintf("%d s %s", row.CadenceS, sig))
+							if !slices.Contains(sigs, sig) {
+								sigs = append(sigs, sig)
+							}
 						}
 					}
-					if len(seen) > 0 {
+					switch {
+					case len(sigs) == 1 && len(seen) == len(rows) && len(rows) > 1:
+						reading += "; seen by: " + sigs[0] + " (every cadence)"
+					case len(seen) > 0:
 						reading += "; seen by: " + strings.Join(seen, ", ")
 					}
 				}
@@ -303,4 +338,20 @@ func joinCadences(cs []int) string {
 		s[i] = strconv.Itoa(c)
 	}
 	return strings.Join(s, ", ")
+}
+
+func cadencesOf(rows []ScenarioRow) []int {
+	cs := make([]int, len(rows))
+	for i, row := range rows {
+		cs[i] = row.CadenceS
+	}
+	return cs
+}
+
+func valuesOf(rows []ScenarioRow, get func(Summary) Num) []float64 {
+	vs := make([]float64, len(rows))
+	for i, row := range rows {
+		vs[i] = get(oursSummary(row)).f()
+	}
+	return vs
 }

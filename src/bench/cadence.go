@@ -141,6 +141,24 @@ func growth(cs []int, vals []float64) string {
 		fmtSeconds(vals[lo]), cs[lo], fmtSeconds(vals[hi]), cs[hi])
 }
 
+// urltestSignals are the daemon's reasons that read the vendor's urltest.
+var urltestSignals = []string{"LOG_HEALTH", "NODE_LOG"}
+
+// urltestSeen reports whether m's runs do not rule urltest out: some run
+// names a urltest signal, or a run names none.
+func urltestSeen(m *Measured) bool {
+	if m == nil {
+		return true
+	}
+	for _, r := range m.Runs {
+		sig := signalOf(r.Outcome)
+		if sig == "" || slices.ContainsFunc(urltestSignals, func(u string) bool { return strings.Contains(sig, u) }) {
+			return true
+		}
+	}
+	return false
+}
+
 // judgeCadenceTargets judges issue 19's targets for ours. Cause says why
 // a MISSED figure missed where the measurements show it.
 func judgeCadenceTargets(r *Result) []Target {
@@ -165,6 +183,12 @@ func judgeCadenceTargets(r *Result) []Target {
 		for _, row := range rows {
 			cs = append(cs, row.CadenceS)
 			vs = append(vs, get(oursSummary(row)).f())
+			// A slow cadence whose runs name only signals that do not read
+			// urltest was slow for another reason (the idle probe's phase):
+			// the cadences do not explain it.
+			if v := get(oursSummary(row)).f(); v > limit && !math.IsInf(v, 1) && !urltestSeen(row.Ours) {
+				return ""
+			}
 		}
 		if reading := cadenceReading(cs, vs, limit); strings.Contains(reading, "rests on urltest") {
 			return reading

@@ -114,3 +114,28 @@ time=2026-12-01T09:00:30.000Z level=INFO msg="VPN healthy"`
 		t.Errorf("logAfter past the log = %q, want no lines", got)
 	}
 }
+
+// A slow long cadence is blamed on urltest only when its runs do not rule
+// urltest out: seen by the idle probe, the cadence does not explain it.
+func TestCauseBlamesURLTestOnlyWhereItCould(t *testing.T) {
+	row := func(name string, c int, det float64, outcome string) ScenarioRow {
+		return ScenarioRow{Name: name, CadenceS: c, Ours: measured(Run{DetectS: fp(det), RecoverS: fp(det + 1), Outcome: outcome})}
+	}
+	r := &Result{FakeConnectS: 0.1, Scenarios: []ScenarioRow{
+		row(ScenarioIdleNodeDown, 5, 3, "detected by: LOG_HEALTH_FAST → connect"),
+		row(ScenarioIdleNodeDown, 180, 15, "detected by: IDLE_PROBE → check PROXY_BROKEN"),
+		row(ScenarioNodeDown, 5, 2, "detected by: NODE_LOG: x"),
+		row(ScenarioNodeDown, 180, 170, "detected by: LOG_HEALTH_FAST → connect"),
+	}}
+	Judge(r)
+	got := map[string]Target{}
+	for _, tg := range r.CadenceTargets {
+		got[tg.Name] = tg
+	}
+	if tg := got["p95 detection: node down, idle tunnel @ 180 s urltest"]; tg.Verdict != Missed || tg.Cause != "" {
+		t.Errorf("idle miss seen by the idle probe: %+v, want MISSED without a urltest cause", tg)
+	}
+	if tg := got["p95 detection: node down @ 180 s urltest"]; tg.Verdict != Missed || tg.Cause != "fast only at 5 s: rests on urltest" {
+		t.Errorf("node down miss seen by log health: %+v, want MISSED resting on urltest", tg)
+	}
+}

@@ -141,6 +141,29 @@ func growth(cs []int, vals []float64) string {
 		fmtSeconds(vals[lo]), cs[lo], fmtSeconds(vals[hi]), cs[hi])
 }
 
+// dependence is the cause of a miss that the cadences themselves show:
+// fast at a short urltest and slow at a long one, or growing with it —
+// unless the slow runs name only signals that do not read urltest.
+func dependence(rows []ScenarioRow, limit float64, get func(Summary) Num) string {
+	var cs []int
+	var vs []float64
+	for _, row := range rows {
+		cs = append(cs, row.CadenceS)
+		v := get(oursSummary(row)).f()
+		vs = append(vs, v)
+		// A slow cadence whose runs name only signals that do not read
+		// urltest was slow for another reason (the idle probe's phase):
+		// the cadences do not explain it.
+		if v > limit && !math.IsInf(v, 1) && !urltestSeen(row.Ours) {
+			return ""
+		}
+	}
+	if reading := cadenceReading(cs, vs, limit); strings.Contains(reading, "rests on urltest") {
+		return reading
+	}
+	return growth(cs, vs)
+}
+
 // urltestSignals are the daemon's reasons that read the vendor's urltest.
 var urltestSignals = []string{"LOG_HEALTH", "NODE_LOG"}
 
@@ -177,24 +200,6 @@ func judgeCadenceTargets(r *Result) []Target {
 	}
 	// dependence is the cause of a detection miss that the cadences
 	// themselves show: fast at a short urltest, slow at a long one.
-	dependence := func(rows []ScenarioRow, limit float64, get func(Summary) Num) string {
-		var cs []int
-		var vs []float64
-		for _, row := range rows {
-			cs = append(cs, row.CadenceS)
-			vs = append(vs, get(oursSummary(row)).f())
-			// A slow cadence whose runs name only signals that do not read
-			// urltest was slow for another reason (the idle probe's phase):
-			// the cadences do not explain it.
-			if v := get(oursSummary(row)).f(); v > limit && !math.IsInf(v, 1) && !urltestSeen(row.Ours) {
-				return ""
-			}
-		}
-		if reading := cadenceReading(cs, vs, limit); strings.Contains(reading, "rests on urltest") {
-			return reading
-		}
-		return growth(cs, vs)
-	}
 	p95Detect := func(s Summary) Num { return s.P95DetectS }
 	p95Recover := func(s Summary) Num { return s.P95RecoverS }
 	never := func(v float64) string {
@@ -319,6 +324,9 @@ func writeCadenceTable(b *strings.Builder, r *Result) {
 				}
 				if fig.what == "detection" && v == Ours {
 					reading = cadenceReading(cs, vals, limit)
+					if strings.Contains(reading, "rests on urltest") && dependence(rows, limit, fig.get) == "" {
+						reading = strings.Replace(reading, "rests on urltest", "not urltest's doing: the slow runs were seen by signals that do not read it", 1)
+					}
 					var seen, sigs []string
 					for _, row := range rows {
 						if sig := signals(row.Ours); sig != "" {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -63,27 +64,54 @@ func plan(ctx context.Context, o Options, env labEnv, r *Result, ours, base Para
 		}
 	}
 	if !skip(PartScenarios) {
-		r.Scenarios = make([]ScenarioRow, len(o.Scenarios))
-		for i, name := range o.Scenarios {
-			r.Scenarios[i].Name = name
+		type cell struct {
+			name    string
+			cadence int
+		}
+		var cells []cell
+		for _, name := range o.Scenarios {
+			if !slices.Contains(CadenceScenarios, name) {
+				cells = append(cells, cell{name, cadenceOf(o.Vendor)})
+				continue
+			}
+			for _, c := range o.Cadences {
+				cells = append(cells, cell{name, c})
+			}
+		}
+		r.Scenarios = make([]ScenarioRow, len(cells))
+		for i, c := range cells {
+			r.Scenarios[i].Name, r.Scenarios[i].CadenceS = c.name, c.cadence
 		}
 		// Baseline jobs first: with 30 s checks and no early signals every
-		// baseline run is slow.
+		// baseline run is slow. Slow cadences first within each side.
+		order := make([]int, len(cells))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cells[b].cadence - cells[a].cadence })
 		for _, side := range []struct {
-			p     Params
-			runs  int
-			names []string
-		}{{base, o.BaselineRuns, o.BaselineScenarios}, {ours, o.Runs, o.Scenarios}} {
-			for i, name := range o.Scenarios {
-				if !slices.Contains(side.names, name) {
+			p        Params
+			runs     int
+			names    []string
+			cadences []int
+		}{{base, o.BaselineRuns, o.BaselineScenarios, o.BaselineCadences}, {ours, o.Runs, o.Scenarios, o.Cadences}} {
+			for _, i := range order {
+				c := cells[i]
+				if !slices.Contains(side.names, c.name) ||
+					(slices.Contains(CadenceScenarios, c.name) && !slices.Contains(side.cadences, c.cadence)) {
 					continue
 				}
 				p, runs := side.p, side.runs
-				jobs = append(jobs, job{"scenario " + name + " " + string(p.Variant), func() {
-					progress(o, "scenario %s (%s): %d runs", name, p.Variant, runs)
-					m := runScenario(ctx, env, registryName(name), p, runs, o.Progress)
+				env := env
+				if slices.Contains(CadenceScenarios, c.name) {
+					env.vendor = append(slices.Clone(env.vendor), URLTestCadence(c.cadence))
+				}
+				at := fmt.Sprintf("%s @ %d s urltest", c.name, c.cadence)
+				jobs = append(jobs, job{"scenario " + at + " " + string(p.Variant), func() {
+					progress(o, "scenario %s (%s): %d runs", at, p.Variant, runs)
+					m := runScenario(ctx, env, registryName(c.name), p, runs, o.Progress)
 					s := m.Summary
-					progress(o, "scenario %s (%s): detect p50 %s p95 %s, recover p50 %s p95 %s %s", name, p.Variant,
+					progress(o, "scenario %s (%s): detect p50 %s p95 %s, recover p50 %s p95 %s %s", at, p.Variant,
 						fmtSeconds(s.P50DetectS.f()), fmtSeconds(s.P95DetectS.f()), fmtSeconds(s.P50RecoverS.f()), fmtSeconds(s.P95RecoverS.f()), firstLine(m.Error))
 					locked(func() {
 						if p.Variant == Ours {

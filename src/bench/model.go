@@ -81,10 +81,13 @@ type Measured struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// ScenarioRow is a latency scenario, ours and baseline. Baseline is nil
-// when the baseline was not run for it (quick mode).
+// ScenarioRow is a latency scenario at one urltest cadence, ours and
+// baseline. Baseline is nil when the baseline was not run for it (quick
+// mode). CadenceS is the fake proxy's urltest interval the row ran at
+// (0: not known, a result from before cadences were recorded).
 type ScenarioRow struct {
 	Name     string    `json:"name"`
+	CadenceS int       `json:"urltest_interval_s,omitempty"`
 	Ours     *Measured `json:"ours"`
 	Baseline *Measured `json:"baseline,omitempty"`
 }
@@ -123,7 +126,12 @@ type Soak struct {
 	Leaked      int64   `json:"leaked_packets"`
 	ClientOK    int     `json:"client_requests_ok"`
 	ClientFail  int     `json:"client_requests_failed"`
-	Error       string  `json:"error,omitempty"`
+	// Bulk says what the bulk workload on every LAN client was; BulkOK and
+	// BulkFail count its requests.
+	Bulk     string `json:"bulk,omitempty"`
+	BulkOK   int    `json:"bulk_requests_ok"`
+	BulkFail int    `json:"bulk_requests_failed"`
+	Error    string `json:"error,omitempty"`
 }
 
 // Footprint is the daemon's resource use in steady state.
@@ -182,6 +190,9 @@ type Target struct {
 	Goal     string  `json:"goal"`
 	Measured string  `json:"measured"`
 	Verdict  Verdict `json:"verdict"`
+	// Cause says why a MISSED target missed, where the measurements
+	// show it.
+	Cause string `json:"cause,omitempty"`
 }
 
 // RatioRow is one figure, ours against the baseline.
@@ -222,8 +233,11 @@ type Result struct {
 	Chaos     []Chaos       `json:"chaos,omitempty"`
 	Sizes     Sizes         `json:"sizes"`
 
-	Targets []Target   `json:"targets"`
-	Ratios  []RatioRow `json:"ratios"`
+	Targets []Target `json:"targets"`
+	// CadenceTargets are issue 19's targets, judged at every urltest
+	// cadence.
+	CadenceTargets []Target   `json:"cadence_targets"`
+	Ratios         []RatioRow `json:"ratios"`
 	// Missing lists what was not measured, and why.
 	Missing []string `json:"missing,omitempty"`
 }

@@ -16,7 +16,7 @@ import (
 var timingOptions = []string{
 	"check_interval", "degraded_interval", "fail_threshold", "probe_timeout",
 	"storm_cooldown", "reconnect_window", "connect_local_timeout",
-	"connect_dataplane_timeout", "heartbeat_interval",
+	"connect_dataplane_timeout", "heartbeat_interval", "idle_probe_interval",
 }
 
 // OursParams are the shipped defaults (config.Default, what
@@ -53,7 +53,8 @@ func OursParams() (Params, error) {
 // "No early signals" turns off everything that asks for a check before the
 // interval is up or lets fewer than fail_threshold failed checks rotate:
 // the early detector, the fast signals (proxy exit watch, the current
-// node's urltest errors, counter jumps) and the 503 storm monitor.
+// node's urltest errors, counter jumps, failed LAN connections), the 503
+// storm monitor and the idle probe (main.idle_probe_interval=0).
 //
 // Strict direct (main.strict_direct) stays on, as in ours: it is a safety
 // floor — the proxy's own direct traffic is cut instead of leaking — not a
@@ -68,6 +69,8 @@ func BaselineParams(ours Params) Params {
 		"surflare.main.check_interval":    "30",
 		"surflare.main.degraded_interval": "10",
 		"surflare.main.fail_threshold":    "4",
+		// The seed has no idle probe: an idle dead node waits for a check.
+		"surflare.main.idle_probe_interval": "0",
 	}
 	p := Params{Variant: Baseline}
 	for _, s := range ours.Sets {
@@ -86,6 +89,7 @@ func BaselineParams(ours Params) Params {
 	p.Notes = []string{
 		"no early signals: `detector.enabled=0` (early detector), `fastsignal.enabled=0` (proxy exit watch, current node's urltest errors, counter jumps), `storm503.enabled=0` (503 storm monitor)",
 		"no log-health skipping: `loghealth.enabled=0`",
+		"no idle probe: `main.idle_probe_interval=0` (an idle dead node waits for the next check)",
 		"serial node tries: no config knob — our engine also tries one candidate at a time (one connect sequence in flight), so ours and the baseline do not differ here",
 		"strict direct stays on, as in ours: a safety floor (the proxy's direct traffic is cut, not leaked), not a detection parameter; its refusal counter is a fast signal and is off with them",
 	}

@@ -51,21 +51,21 @@ func TestBaselineTurnsOffEveryEarlySignal(t *testing.T) {
 		}
 	}
 	type view struct {
-		detector, proxyExit, nodeLog, counters, storm, logHealth, strict bool
-		interval                                                         time.Duration
-		threshold                                                        int
+		detector, proxyExit, nodeLog, counters, connFail, storm, logHealth, strict bool
+		interval, idleProbe                                                        time.Duration
+		threshold                                                                  int
 	}
 	see := func(c *config.Config) view {
-		return view{c.Detector.Enabled, c.FastSignal.ProxyExitOn(), c.FastSignal.NodeLogOn(), c.FastSignal.CountersOn(),
-			c.Storm503.Enabled, c.LogHealth.Enabled, c.Main.StrictDirect, c.Main.CheckInterval, c.Main.FailThreshold}
+		return view{c.Detector.Enabled, c.FastSignal.ProxyExitOn(), c.FastSignal.NodeLogOn(), c.FastSignal.CountersOn(), c.FastSignal.ConnFailOn(),
+			c.Storm503.Enabled, c.LogHealth.Enabled, c.Main.StrictDirect, c.Main.CheckInterval, c.Main.IdleProbeInterval, c.Main.FailThreshold}
 	}
-	if got, want := see(daemonConfig(t, ours)), (view{true, true, true, true, true, true, true, 30 * time.Second, 4}); got != want {
+	if got, want := see(daemonConfig(t, ours)), (view{true, true, true, true, true, true, true, true, 30 * time.Second, 10 * time.Second, 4}); got != want {
 		t.Errorf("ours = %+v\nwant %+v (shipped defaults)", got, want)
 	}
-	if got, want := see(daemonConfig(t, base)), (view{false, false, false, false, false, false, true, 30 * time.Second, 4}); got != want {
+	if got, want := see(daemonConfig(t, base)), (view{false, false, false, false, false, false, false, true, 30 * time.Second, 0, 4}); got != want {
 		t.Errorf("baseline = %+v\nwant %+v (the seed: no early signals, no log-health skipping)", got, want)
 	}
-	for _, sw := range []string{"detector.enabled=0", "fastsignal.enabled=0", "storm503.enabled=0", "loghealth.enabled=0"} {
+	for _, sw := range []string{"detector.enabled=0", "fastsignal.enabled=0", "storm503.enabled=0", "loghealth.enabled=0", "idle_probe_interval=0"} {
 		if !slices.ContainsFunc(base.Notes, func(n string) bool { return strings.Contains(n, sw) }) {
 			t.Errorf("the report's baseline notes do not mention %s: %q", sw, base.Notes)
 		}

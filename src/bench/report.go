@@ -37,7 +37,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "  - %s\n", n)
 	}
 	if len(r.Vendor) > 0 {
-		fmt.Fprintf(&b, "- Fake vendor client (lab knobs, `--vendor`): %s — the urltest cadence is the vendor's, unknown for the real client; figures that rest on urltest hold only at this cadence\n", code(r.Vendor))
+		fmt.Fprintf(&b, "- Fake vendor client (lab knobs, `--vendor`): %s — the urltest cadence is the vendor's, unknown for the real client; figures that rest on urltest hold only at their cadence", code(r.Vendor))
+		if cs := cadences(r); len(cs) > 0 {
+			fmt.Fprintf(&b, " (the scenarios with an `urltest` column ran at each of %s s, the others at this one)", joinCadences(cs))
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- Fake connect time (median `surflare connect` in the lab): %s s\n", fmtSeconds(float64(r.FakeConnectS)))
 	b.WriteString("- Percentiles are nearest-rank over the runs; a run that never detected or recovered counts as \"never\" (∞). " +
@@ -51,14 +55,30 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	for _, t := range r.Targets {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell(t.Name), cell(t.Goal), cell(t.Measured), t.Verdict)
 	}
+	if c := cadenceOf(r.Vendor); c > 0 && len(cadences(r)) > 0 {
+		fmt.Fprintf(&b, "\nThe latency targets above judge the runs at the %d s urltest cadence (comparable with earlier runs); the targets below judge every cadence.\n", c)
+	}
+	if len(r.CadenceTargets) > 0 {
+		b.WriteString("\n## Targets of issue 19 (our defaults, every urltest cadence)\n\n| target | goal | measured | verdict | cause |\n|---|---|---|---|---|\n")
+		for _, t := range r.CadenceTargets {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", cell(t.Name), cell(t.Goal), cell(t.Measured), t.Verdict, cell(t.Cause))
+		}
+	}
+	writeCadenceTable(&b, r)
 
 	b.WriteString("\n## Detection and recovery (seconds after the fault)\n\n")
-	b.WriteString("| scenario | params | runs | p50 detect | p95 detect | p50 recover | p95 recover | recovered | dead nodes tried (mean) | leaked packets |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| scenario | urltest | params | runs | p50 detect | p95 detect | p50 recover | p95 recover | recovered | dead nodes tried (mean) | leaked packets |\n")
+	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, row := range r.Scenarios {
-		writeScenarioLine(&b, Label(row.Name), Ours, row.Ours)
+		label := Label(row.Name) + " | "
+		if row.CadenceS > 0 {
+			label += fmt.Sprintf("%d s", row.CadenceS)
+		} else {
+			label += "—"
+		}
+		writeScenarioLine(&b, label, Ours, row.Ours)
 		if row.Baseline != nil {
-			writeScenarioLine(&b, Label(row.Name), Baseline, row.Baseline)
+			writeScenarioLine(&b, label, Baseline, row.Baseline)
 		}
 	}
 
@@ -83,15 +103,20 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 
 	if len(r.Soak) > 0 {
 		b.WriteString("\n## False rotations on a lossy-but-working path\n\n")
-		b.WriteString("| params | duration | loss | jitter | rotations | connect attempts | checks (failed) | LAN requests ok / failed | leaked packets |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| params | duration | loss | jitter | rotations | connect attempts | checks (failed) | LAN requests ok / failed | bulk requests ok / failed | leaked packets |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		bulk := ""
 		for _, s := range r.Soak {
 			if s.Error != "" {
-				fmt.Fprintf(&b, "| %s | %s | %d %% | %d ms | — | — | — | — | — (%s) |\n", s.Variant, fmtDuration(float64(s.DurationS)), s.LossPct, s.JitterMS, cell(s.Error))
+				fmt.Fprintf(&b, "| %s | %s | %d %% | %d ms | — | — | — | — | — | — (%s) |\n", s.Variant, fmtDuration(float64(s.DurationS)), s.LossPct, s.JitterMS, cell(s.Error))
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d %% | %d ms | %d | %d | %d (%d) | %d / %d | %d |\n", s.Variant, fmtDuration(float64(s.DurationS)),
-				s.LossPct, s.JitterMS, s.Rotations, s.Reconnects, s.Checks, s.FailedCheck, s.ClientOK, s.ClientFail, s.Leaked)
+			fmt.Fprintf(&b, "| %s | %s | %d %% | %d ms | %d | %d | %d (%d) | %d / %d | %d / %d | %d |\n", s.Variant, fmtDuration(float64(s.DurationS)),
+				s.LossPct, s.JitterMS, s.Rotations, s.Reconnects, s.Checks, s.FailedCheck, s.ClientOK, s.ClientFail, s.BulkOK, s.BulkFail, s.Leaked)
+			bulk = firstOf(bulk, s.Bulk)
+		}
+		if bulk != "" {
+			fmt.Fprintf(&b, "\nBulk traffic: %s.\n", bulk)
 		}
 	}
 

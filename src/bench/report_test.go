@@ -26,18 +26,27 @@ func sampleResult() *Result {
 		Date:     time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC),
 		Machine:  Machine{Hostname: "ci-1", Kernel: "6.18.0", CPU: "Test CPU @ 2.0GHz", Cores: 2, MemoryMB: 24105, GoVersion: "go1.26.8", Commit: "abc1234"},
 		ElapsedS: 754,
+		Vendor:   []string{"urltest_interval=5"},
 		Ours:     Params{Variant: Ours, Sets: []string{"surflare.main.check_interval=30"}},
 		Baseline: Params{Variant: Baseline, Sets: []string{"surflare.detector.enabled=0", "surflare.loghealth.enabled=0"},
 			Notes: []string{"serial node tries: no config knob (our engine also tries one node at a time)"}},
 		FakeConnectS: 0.4,
 		Scenarios: []ScenarioRow{
-			{Name: ScenarioNodeDown,
+			{Name: ScenarioNodeDown, CadenceS: 5,
 				Ours:     measured(Run{DetectS: fp(1.2), RecoverS: fp(3.1)}, Run{DetectS: fp(1.6), RecoverS: fp(3.9), LeakedPackets: 0}),
 				Baseline: measured(Run{DetectS: fp(55), RecoverS: fp(61), DeadNodesTried: 1}, Run{DetectS: fp(71), RecoverS: fp(80)})},
-			{Name: ScenarioNodeBlackhole,
+			{Name: ScenarioNodeBlackhole, CadenceS: 5,
 				Ours:     measured(Run{DetectS: fp(4), RecoverS: fp(9)}, Run{DetectS: fp(7.5), RecoverS: nil, LeakedPackets: 2}),
 				Baseline: &Measured{Error: "surflare-lab scenario node-blackhole: exit status 1"}},
-			{Name: ScenarioDomesticExit, Ours: measured(Run{DetectS: fp(0.5), RecoverS: fp(2)})},
+			{Name: ScenarioDomesticExit, CadenceS: 5, Ours: measured(Run{DetectS: fp(0.5), RecoverS: fp(2)})},
+			// Fast at 5 s only: node down rests on urltest in this sample.
+			{Name: ScenarioNodeDown, CadenceS: 30,
+				Ours: measured(Run{DetectS: fp(1.4), RecoverS: fp(3.5), Outcome: "rotated Dallas -> Miami; detected by: NODE_LOG: Dallas failed urltest"},
+					Run{DetectS: fp(29.5), RecoverS: fp(32.1), Outcome: "rotated Dallas -> Miami; detected by: check failed"}),
+				Baseline: measured(Run{DetectS: fp(29.9), RecoverS: fp(60)})},
+			{Name: ScenarioNodeDown, CadenceS: 180, Ours: measured(Run{DetectS: fp(170), RecoverS: fp(172)})},
+			{Name: ScenarioIdleNodeDown, CadenceS: 5, Ours: measured(Run{DetectS: fp(4), RecoverS: fp(6), NodesTried: []string{"New York"}})},
+			{Name: ScenarioIdleNodeDown, CadenceS: 180, Ours: measured(Run{DetectS: fp(11), RecoverS: fp(13), NodesTried: []string{"New York"}})},
 		},
 		DeadNodes: &DeadNodes{Scenario: "multi-node-down", Description: "Dallas, Los Angeles and Chicago down at once",
 			WithData:    measured(Run{NodesTried: []string{"Dallas", "New York"}, DetectS: fp(1), RecoverS: fp(2)}),
@@ -48,8 +57,9 @@ func sampleResult() *Result {
 			{Name: "boot sequence", Variant: Ours, Error: "boot lock did not load: nft: exit status 1"},
 		},
 		Soak: []Soak{
-			{Variant: Ours, DurationS: 120, LossPct: 3, JitterMS: 100, Rotations: 0, Reconnects: 1, Checks: 5, FailedCheck: 1, ClientOK: 110, ClientFail: 2},
-			{Variant: Baseline, DurationS: 120, LossPct: 3, JitterMS: 100, Error: "daemon never healthy"},
+			{Variant: Ours, DurationS: 120, LossPct: 10, JitterMS: 300, Rotations: 0, Reconnects: 1, Checks: 5, FailedCheck: 1, ClientOK: 110, ClientFail: 2,
+				Bulk: "4 keep-alive connections", BulkOK: 900, BulkFail: 30},
+			{Variant: Baseline, DurationS: 120, LossPct: 10, JitterMS: 300, Error: "daemon never healthy"},
 		},
 		Footprint: []Footprint{
 			{Variant: Ours, WindowS: 60, RSSKB: 14000, PeakRSSKB: 17500, CPUSecPerHour: 20, ChildCPUSecPerHour: 4, ChildrenPerHour: 120, DescendantsPerHour: 120, ChildMethod: "proc connector fork events"},
@@ -99,8 +109,23 @@ func TestMarkdownSaysWhatItMeasured(t *testing.T) {
 		"| leaked packets: latency scenarios (all runs) | 0 | 2 | MISSED |",
 		"| leaked packets: boot sequence | 0 | — | NOT MEASURED |",
 		"| x86_64 ipk size | ≤ 6 MB | 3.90 MB (3900000 bytes) | MET |",
-		"| node down | baseline | 2 | 55.0 | 71.0 | 61.0 | 80.0 | 2/2 | 0.5 | 0 |",
-		"| node down: p95 detection (s) | 1.6 | 71 | 0.02 |",
+		"| node down | 5 s | baseline | 2 | 55.0 | 71.0 | 61.0 | 80.0 | 2/2 | 0.5 | 0 |",
+		"| node down | 30 s | baseline | 1 | 29.9 | 29.9 | 60.0 | 60.0 | 1/1 | 0 | 0 |",
+		"| node down @ 5 s urltest: p95 detection (s) | 1.6 | 71 | 0.02 |",
+		"| node down @ 30 s urltest: p95 detection (s) | 29.5 | 29.9 | 0.99 |",
+		// Per cadence, side by side, with what the figures say.
+		"| node down detection | ours | 1.6 | 29.5 | 170.0 | fast only at 5 s: rests on urltest; seen by: 30 s NODE_LOG/check failed |",
+		"| node down detection | baseline | 71.0 | 29.9 | — |  |",
+		"| node down, idle tunnel detection | ours | 4.0 | — | 11.0 | ≤ 12 s at every cadence measured |",
+		// Issue 19's targets: every cadence, the cause where it shows.
+		"| p95 detection: node down @ 30 s urltest | ≤ 3 s at every urltest cadence, with LAN traffic | 29.5 | MISSED | fast only at 5 s: rests on urltest",
+		"| p95 detection: node down @ 5 s urltest | ≤ 3 s at every urltest cadence, with LAN traffic | 1.6 | MET |  |",
+		"| p95 detection: node down, idle tunnel @ 180 s urltest | ≤ idle probe 10 s + 2 s = 12 s | 11.0 | MET |",
+		"| p95 recovery: node down @ 5 s urltest | ≤ 1.6 + 3 + 0.4 s fake connect = 5 s | 3.9 | MET |",
+		"| CPU, idle healthy (daemon + children) | ≤ 6.4 s/h (the peer's) | 24.0 s/h, ours/peer 3.75 | MISSED |",
+		"| peak RSS (VmHWM) | ≤ 12 MB | 17.1 MB, ours/peer 4.38 | MISSED |",
+		"| false rotations: 10 % loss, 300 ms jitter, bulk traffic, 2 min | 0 | 0 | MET |",
+		"| ours | 2 min | 10 % | 300 ms | 0 | 1 | 5 (1) | 110 / 2 | 900 / 30 | 0 |",
 		"surflare-lab scenario node-blackhole: exit status 1",
 		"serial node tries: no config knob",
 		"Dallas → Los Angeles → Chicago → New York",
@@ -109,8 +134,12 @@ func TestMarkdownSaysWhatItMeasured(t *testing.T) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if n := strings.Count(md, "| MISSED |"); n != 3 {
-		t.Errorf("%d MISSED verdicts; the sample misses exactly 3 targets (black-hole detection and recovery, leaks)", n)
+	readme, _, _ := strings.Cut(md, "## Targets of issue 19")
+	if n := strings.Count(readme, "| MISSED |"); n != 3 {
+		t.Errorf("%d MISSED verdicts; the sample misses exactly 3 of the README's targets at the 5 s cadence (black-hole detection and recovery, leaks)", n)
+	}
+	if strings.Contains(readme, "@ 30 s urltest | ≤ 5 s") || strings.Contains(readme, "@ 180 s") {
+		t.Error("the README's targets judge only the reference cadence's rows")
 	}
 }
 
@@ -186,7 +215,9 @@ func TestSVGIsWellFormedAndPlotsEveryRun(t *testing.T) {
 	}
 	// Runs with a value, both panels: node-down 2+2 ours/baseline × 2
 	// panels = 8, black-hole 2 detect + 1 recover = 3, domestic 2; legend 2.
-	if want := 8 + 3 + 2 + 2; circles != want {
+	// Node down at 30 s: 2 ours + 1 baseline runs, at 180 s: 1; idle
+	// at 5 and 180 s: 1 each; × 2 panels.
+	if want := 8 + 3 + 2 + 2 + (3+1+1+1)*2; circles != want {
 		t.Errorf("%d circles, want %d (one per measured run and panel, plus the legend)", circles, want)
 	}
 	// The black-hole run that never recovered, plus the legend's triangle.
@@ -269,14 +300,14 @@ func TestRatioRows(t *testing.T) {
 	for _, x := range r.Ratios {
 		rows[x.Figure] = x
 	}
-	nd := rows["node down: p50 detection (s)"]
+	nd := rows["node down @ 5 s urltest: p50 detection (s)"]
 	if math.Abs(float64(nd.Ratio)-1.2/55) > 1e-12 {
 		t.Errorf("node down p50 detection ratio %v, want %v", nd.Ratio, 1.2/55)
 	}
-	if l := rows["node down: leaked packets (all runs)"]; l.Note != "both 0" || !math.IsNaN(float64(l.Ratio)) {
+	if l := rows["node down @ 5 s urltest: leaked packets (all runs)"]; l.Note != "both 0" || !math.IsNaN(float64(l.Ratio)) {
 		t.Errorf("0 leaks vs 0 leaks: %+v, want no ratio and note 'both 0'", l)
 	}
-	if bh := rows["silent node black-hole: p50 detection (s)"]; !math.IsNaN(float64(bh.Ratio)) || bh.Note != "not measured" {
+	if bh := rows["silent node black-hole @ 5 s urltest: p50 detection (s)"]; !math.IsNaN(float64(bh.Ratio)) || bh.Note != "not measured" {
 		t.Errorf("ratio for a scenario whose baseline failed: %+v, want none, 'not measured'", bh)
 	}
 	if f := rows["false rotations"]; f.Note != "not measured" {

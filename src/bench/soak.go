@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"surflare-watchdog/src/lab"
@@ -15,7 +18,14 @@ import (
 // tunnel crosses one), redrawn uniformly from [0, jitter] every
 // jitterPeriod.
 const (
-	jitterPeriod       = time.Second
+	jitterPeriod = time.Second
+	// The bulk workload on every LAN client: bulkConns keep-alive
+	// connections to the search host, opened, used twice and closed, round
+	// after round with bulkPause between rounds. The lab has no host with
+	// large bodies, so this is connection- and request-heavy rather than
+	// byte-heavy: many tunnel set-ups and requests under loss.
+	bulkConns          = 4
+	bulkPause          = 100 * time.Millisecond
 	soakTrafficPeriod  = time.Second
 	soakRequestTimeout = requestTimeout
 )
@@ -50,7 +60,9 @@ func soak(ctx context.Context, env labEnv, p Params, d time.Duration, lossPct, j
 	jitterDone := make(chan error, 1)
 	go func() { jitterDone <- jitter(jctx, l, jitterMS) }()
 	tr := startTraffic(ctx, l, soakTrafficPeriod, false)
+	bk := startBulk(ctx, l)
 	err = sleep(ctx, d)
+	bk.stop()
 	tr.stop()
 	stopJitter()
 	jerr := <-jitterDone
@@ -65,6 +77,7 @@ func soak(ctx context.Context, env labEnv, p Params, d time.Duration, lossPct, j
 	s.Checks = after.Counters.Checks - before.Counters.Checks
 	s.FailedCheck = after.Counters.FailedChecks - before.Counters.FailedChecks
 	s.ClientOK, s.ClientFail, _, _ = tr.counts()
+	s.Bulk, s.BulkOK, s.BulkFail = bulkDescription(len(l.Clients())), bk.ok, bk.fail
 	s.Leaked = int64(lc.Total())
 	return s
 }
@@ -94,4 +107,57 @@ func jitter(ctx context.Context, l *lab.Lab, maxMS int) error {
 		case <-t.C:
 		}
 	}
+}
+
+// bulk is the soak's bulk workload (bulkConns connections per LAN client,
+// round after round) and its request counts.
+type bulk struct {
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	ok, fail int
+}
+
+func bulkDescription(clients int) string {
+	return fmt.Sprintf("on each of the lab's %d LAN client(s), %d keep-alive HTTP connections to the search host, two requests each, "+
+		"opened again every %s (the lab has no large-file host: many connections and requests, few bytes)", clients, bulkConns, bulkPause)
+}
+
+// startBulk runs the workload on every LAN client until stopped.
+func startBulk(ctx context.Context, l *lab.Lab) *bulk {
+	ctx, cancel := context.WithCancel(ctx)
+	b := &bulk{cancel: cancel}
+	targets := []lab.BulkTarget{{Dst: netip.AddrPortFrom(lab.Search, 80), Path: "/", N: bulkConns}}
+	for i := range l.Clients() {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			for ctx.Err() == nil {
+				ok, fail := 0, 0
+				if w, err := l.OpenBulk(ctx, i, targets); err != nil {
+					fail++
+				} else {
+					n := w.Len()
+					f, _ := w.Finish()
+					ok, fail = n+n-f, f
+				}
+				if ctx.Err() == nil {
+					b.mu.Lock()
+					b.ok, b.fail = b.ok+ok, b.fail+fail
+					b.mu.Unlock()
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(bulkPause):
+				}
+			}
+		}()
+	}
+	return b
+}
+
+// stop ends the workload and waits for the round in flight.
+func (b *bulk) stop() {
+	b.cancel()
+	b.wg.Wait()
 }

@@ -12,7 +12,7 @@ import (
 // The latency plot's geometry (SVG user units = px).
 const (
 	svgWidth     = 980
-	svgLabelW    = 150 // scenario names on the left
+	svgLabelW    = 210 // scenario names (and urltest cadence) on the left
 	svgPanelGap  = 30
 	svgTop       = 70 // title and legend
 	svgBand      = 46 // one scenario: ours strip + baseline strip
@@ -148,7 +148,7 @@ func WriteSVG(w io.Writer, r *Result) error {
 		}
 	}
 	for i, row := range rows {
-		text(&b, svgLabelW-8, float64(svgTop+i*svgBand+svgBand/2+4), "end", "12", Label(row.Name))
+		text(&b, svgLabelW-8, float64(svgTop+i*svgBand+svgBand/2+4), "end", "12", rowLabel(row))
 	}
 	if len(rows) == 0 {
 		text(&b, svgWidth/2, svgTop+svgBand/2, "middle", "12", "no scenario was measured")

@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,17 +39,17 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("surflare-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "the short version (CI): 2 runs per scenario, 2 min soak, 1 min steady state")
+	quick := fs.Bool("quick", false, "the short version (CI): 1 run per scenario and urltest cadence, 1 min soak, 1 min steady state")
 	out := fs.String("out", "bench/out", "output directory for results.md, results.json, latency.svg")
 	// Every figure has a flag; 0 / "" keeps the mode's default.
-	runs := fs.Int("runs", 0, "runs per latency scenario with our parameters (default 10, quick 2)")
+	runs := fs.Int("runs", 0, "runs per latency scenario (and urltest cadence) with our parameters (default 10, quick 1)")
 	baseRuns := fs.Int("baseline-runs", 0, "runs per scenario with the baseline (default 10, quick 1)")
 	deadRuns := fs.Int("dead-runs", 0, "runs of the dead-nodes scenario per side (default 5, quick 1)")
 	scenarios := fs.String("scenarios", "", "comma-separated latency scenarios (default: "+strings.Join(bench.LatencyScenarios, ",")+")")
-	baseScen := fs.String("baseline-scenarios", "", "comma-separated scenarios also run with the baseline (default all; quick: node-down,node-blackhole)")
-	soak := fs.Duration("soak", 0, "false-rotation run on the lossy path (default 30m, quick 2m)")
-	loss := fs.Int("loss", 0, "loss on the lossy path, percent (default 3)")
-	jitter := fs.Int("jitter", 0, "jitter on the lossy path, ms (default 100)")
+	baseScen := fs.String("baseline-scenarios", "", "comma-separated scenarios also run with the baseline (default all; quick: node-down)")
+	soak := fs.Duration("soak", 0, "false-rotation run on the lossy path, with bulk traffic (default 30m, quick 1m)")
+	loss := fs.Int("loss", 0, "loss on the lossy path, percent (default 10)")
+	jitter := fs.Int("jitter", 0, "jitter on the lossy path, ms (default 300)")
 	steady := fs.Duration("steady", 0, "footprint window in steady state (default 10m, quick 1m)")
 	warmup := fs.Duration("warmup", 0, "settle time before the footprint window (default 30s, quick 10s)")
 	binPath := fs.String("bin", "", "the release binary to size (default build/x86_64/surflare-watchdog, from make build)")
@@ -56,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	chaos := fs.Duration("chaos", 0, "each side's chaos run (default 30m, quick 3m)")
 	chaosSeed := fs.Uint64("chaos-seed", 0, "seed of the chaos faults, the same for both sides (default 1)")
 	parallel := fs.Int("parallel", 0, "labs at once (default 2, quick 5); each measurement has its own lab")
+	cads := fs.String("cadences", "", "comma-separated urltest cadences (s) the cadence scenarios ("+strings.Join(bench.CadenceScenarios, ",")+") run at (default "+joinInts(bench.URLTestCadences)+")")
+	baseCads := fs.String("baseline-cadences", "", "comma-separated urltest cadences (s) the baseline runs them at (default all; quick: 30)")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(bench.Parts, ","))
 	var vendor []string
 	fs.Func("vendor", fmt.Sprintf("knob of the lab's fake vendor client, KEY=VALUE (repeatable; default %s — e.g. --vendor urltest_interval=30)",
@@ -101,6 +104,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *baseScen != "" {
 		o.BaselineScenarios = split(*baseScen)
+	}
+	for _, c := range []struct {
+		flag string
+		dst  *[]int
+	}{{*cads, &o.Cadences}, {*baseCads, &o.BaselineCadences}} {
+		if c.flag == "" {
+			continue
+		}
+		*c.dst = nil
+		for _, f := range split(c.flag) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				fmt.Fprintf(stderr, "surflare-bench: cadence %q: want whole seconds >= 1\n", f)
+				return exitUsage
+			}
+			*c.dst = append(*c.dst, n)
+		}
 	}
 	if len(vendor) > 0 {
 		// The defaults first, so a knob given here replaces its default.
@@ -178,4 +198,12 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }

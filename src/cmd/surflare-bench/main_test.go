@@ -16,6 +16,9 @@ func TestUsageAndBadFlags(t *testing.T) {
 		{[]string{"--skip", "everything"}, exitUsage, `--skip "everything": not a part`},
 		{[]string{"--runs", "-1"}, exitUsage, "runs must be >= 1"},
 		{[]string{"--loss", "150"}, exitUsage, "loss 0..100"},
+		{[]string{"--cadences", "5,thirty"}, exitUsage, `cadence "thirty": want whole seconds`},
+		{[]string{"--baseline-cadences", "0"}, exitUsage, `cadence "0": want whole seconds`},
+		{[]string{"--help"}, exitOK, "-cadences string"},
 		{[]string{"extra"}, exitUsage, `unexpected argument "extra"`},
 		{[]string{"--no-such-flag"}, exitUsage, "flag provided but not defined"},
 	}

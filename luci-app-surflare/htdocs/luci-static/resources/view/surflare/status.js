@@ -19,6 +19,26 @@ var callNodes = rpc.declare({ object: 'surflare', method: 'nodes', expect: { '':
 var callCheck = rpc.declare({ object: 'surflare', method: 'check' });
 var callRotate = rpc.declare({ object: 'surflare', method: 'rotate', params: ['node'] });
 var callDiag = rpc.declare({ object: 'surflare', method: 'diag', params: ['enable'] });
+var callHistory = rpc.declare({ object: 'surflare', method: 'history', params: ['span', 'buckets'], expect: { '': {} } });
+
+// ago: how old a time is, for a person ("12 s ago"); '' for none or Go's
+// zero time.
+function ago(t) {
+	var ms = Date.parse(t);
+	if (!t || isNaN(ms) || ms < 0) return '';
+	var s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+	if (s < 90) return _('%d s ago').format(s);
+	if (s < 5400) return _('%d min ago').format(Math.round(s / 60));
+	return _('%d h ago').format(Math.round(s / 3600));
+}
+
+// stale: the last check is older than 2.5 check intervals (and 10 s): the
+// values it gave (exit, WAN) are not known to hold any more.
+function stale(st) {
+	var lc = st.last_check, every = st.check_interval_s > 0 ? st.check_interval_s : 60;
+	var ms = lc ? Date.parse(lc.at) : NaN;
+	return isNaN(ms) || ms < 0 || (Date.now() - ms) / 1000 > 2.5 * every + 10;
+}
 
 var MAX_TIMELINE = 100;
 // How long the daemon may hold a call to events (below LuCI's rpc timeout).
@@ -123,7 +143,15 @@ return view.extend({
 			E('div', { 'id': 'why', 'class': 'alert-message', 'style': 'display:none' }, ''),
 			E('div', { 'class': 'cbi-section' }, [
 				kv(_('State'), 'state'), kv(_('Node'), 'node'), kv(_('Transit'), 'transit'),
-				kv(_('Exit'), 'exit'), kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
+				kv(_('Exit'), 'exit'), kv(_('WAN'), 'wan'), kv(_('Last check'), 'last-check'),
+				kv(_('Checks'), 'checks'), kv(_('Uptime'), 'uptime')
+			]),
+			// The daemon draws the strip (an inert SVG, the same the web UI
+			// shows): outages red, node switches marked.
+			E('div', { 'class': 'cbi-section' }, [
+				E('h3', {}, _('Last hour')),
+				E('div', { 'id': 'strip', 'style': 'max-width:60em' }, ''),
+				E('p', { 'id': 'strip-summary', 'class': 'cbi-value-description' }, '')
 			]),
 			E('div', { 'class': 'cbi-section' }, [
 				E('button', act({ 'id': 'btn-check', 'class': 'cbi-button cbi-button-action',
@@ -155,6 +183,10 @@ return view.extend({
 		this.root = view;
 		this.renderStatus(data[0]);
 		this.renderNodes(data[1]);
+		this.loadStrip();
+		// Every value keeps its age true, live or not; the strip follows.
+		window.setInterval(L.bind(function() { if (this.lastStatus) this.paintAges(this.lastStatus); }, this), 1000);
+		window.setInterval(L.bind(this.loadStrip, this), 60000);
 
 		poll.add(L.bind(function() {
 			if (this.live) return Promise.resolve();
@@ -304,8 +336,36 @@ return view.extend({
 		while (t.childNodes.length > MAX_TIMELINE) t.removeChild(t.lastChild);
 	},
 
+	loadStrip: function() {
+		return L.resolveDefault(callHistory(3600, 60), null).then(L.bind(function(h) {
+			if (!h || !h.svg) return;
+			this.$('strip').innerHTML = h.svg;
+			this.$('strip-summary').textContent = h.summary || '';
+		}, this));
+	},
+
+	// paintAges shows the exit, the WAN and the last check with their ages,
+	// and as unknown when the last check is too old or the WAN is down.
+	paintAges: function(st) {
+		var sig = st.signals || {}, lc = st.last_check, old = stale(st);
+		var exit = st.exit || {};
+		var exitText = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '-';
+		var up = st.state === 'healthy' || st.state === 'degraded';
+		if (exit.ip && (!up || old || sig.wan_down))
+			this.$('exit').textContent = _('unknown (last seen %s, %s)').format(exitText, lc ? ago(lc.at) : '-');
+		else
+			this.$('exit').textContent = exitText + (exit.ip && lc ? ' · ' + _('checked %s').format(ago(lc.at)) : '');
+		if (sig.wan_down) this.$('wan').textContent = _('down — check the modem');
+		else if (old) this.$('wan').textContent = lc ? _('unknown (no check for %s)').format(ago(lc.at)) : _('unknown (not checked yet)');
+		else this.$('wan').textContent = _('up · checked %s').format(ago(lc.at));
+		var ok = lc && (lc.outcome === 'OK' || lc.outcome === 'TUNNEL_OK');
+		this.$('last-check').textContent = lc ? (ok ? _('passed') : _('failed')) + ', ' + ago(lc.at) : _('none yet');
+		this.$('last-check').title = lc ? (lc.outcome || '') + (lc.reason ? ': ' + lc.reason : '') : '';
+	},
+
 	renderStatus: function(st) {
 		if (!st || !st.state) return;
+		this.lastStatus = st;
 		var why = this.$('why');
 		if (st.why && st.why.line) {
 			why.textContent = st.why.line;
@@ -318,8 +378,7 @@ return view.extend({
 		this.$('state').textContent = st.state;
 		this.$('node').textContent = st.node || '-';
 		this.$('transit').textContent = st.transit || '-';
-		var exit = st.exit || {};
-		this.$('exit').textContent = exit.ip ? exit.ip + (exit.country ? ' (' + exit.country + ')' : '') : '-';
+		this.paintAges(st);
 		var c = st.counters || {};
 		this.$('checks').textContent = c.checks != null ? _('%d, %d failed').format(c.checks, c.failed_checks || 0) : '-';
 		this.$('uptime').textContent = duration(st.uptime_s);

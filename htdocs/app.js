@@ -358,6 +358,11 @@
   // when it sends one.
   function why(st, now) {
     var sig = st.signals || {};
+    var lc0 = st.last_check;
+    // The daemon's line describes its last check: when that is old, say so
+    // first, whatever the line says.
+    if ((st.state === 'healthy' || st.state === 'degraded') && lc0 && ageS(lc0.at, now) > STALE_INTERVALS * checkInterval(st) + 10)
+      return { line: 'No health check for ' + ago(lc0.at, now).replace(' ago', '') + ' — the values below may be old.', sev: 'warn' };
     if (st.why && st.why.line) return { line: st.why.line, sev: st.why.severity || 'info', detail: st.why.detail || '' };
     var node = st.node || 'a node';
     var exit = st.exit || {};

@@ -210,6 +210,92 @@ try {
     await p.close();
   });
 
+
+  // The live page as a household reads it: every value with its age, the
+  // health strip the daemon drew, the why line in plain words.
+  await check('every value shows its age; the health strip is drawn; the why line is plain', async () => {
+    await page.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    await page.waitForFunction(() => document.querySelector('#state').dataset.state === 'healthy', null, { timeout: opt.timeoutMs });
+    await page.waitForFunction(() => /ago/.test(document.querySelector('#exit-age').textContent), null, { timeout: opt.timeoutMs });
+    await page.locator('#strip > svg').waitFor({ timeout: opt.timeoutMs });
+    const label = await page.getAttribute('#strip > svg', 'aria-label');
+    assert(/^Last hour: /.test(label || ''), `the strip has no summary: ${label}`);
+    const why = (await page.textContent('#why-line')).trim();
+    assert(/working through/.test(why), `the why line for a healthy tunnel reads ${JSON.stringify(why)}`);
+    assert((await page.getAttribute('#why', 'data-severity')) === 'ok', 'a healthy tunnel is not green');
+    const upd = (await page.textContent('#updated')).trim();
+    assert(/^last check \d+ s ago$/.test(upd), `the header reads ${JSON.stringify(upd)}`);
+    // The log keeps the daemon's own lines (what logread shows, what people
+    // grep for); everything else on the page is in plain words.
+    const body = await page.evaluate(() => [...document.querySelectorAll('main > *')]
+      .filter((e) => !e.querySelector('#log')).map((e) => e.innerText).join('\n'));
+    for (const code of ['PROXY_BROKEN', 'LOCAL_FAIL', 'Probe 7', 'G2:']) assert(!body.includes(code), `jargon on the page: ${code}`);
+    console.log(`     why: ${why}; exit ${(await page.textContent('#exit-age')).trim()}; strip: ${label}`);
+    await shot(page, '08-ages.png');
+  });
+
+  // statusPage opens a page whose status answers are changed by edit (the
+  // websocket blocked, so every value comes from the edited polls).
+  const statusPage = async (context, edit) => {
+    const p = await context.newPage();
+    await p.routeWebSocket(/\/api\/v1\/ws/, (ws) => ws.close());
+    await p.route(/\/api\/v1\/status$/, async (route) => {
+      const r = await route.fetch();
+      const st = await r.json();
+      edit(st);
+      await route.fulfill({ response: r, json: st });
+    });
+    await p.goto(`${opt.url}#token=${encodeURIComponent(opt.token)}`);
+    return p;
+  };
+
+  await check('a WAN outage reads as one: WAN down, exit unknown, a red why line', async () => {
+    const p = await statusPage(ctx, (st) => {
+      delete st.why; // the page's own words for the state
+      st.state = 'wan_down';
+      st.signals = Object.assign({}, st.signals, { wan_down: true });
+    });
+    await p.waitForFunction(() => document.querySelector('#wan').textContent === 'down', null, { timeout: opt.timeoutMs });
+    const why = (await p.textContent('#why-line')).trim();
+    assert(/WAN down/.test(why) && /modem/.test(why), `the why line in a WAN outage reads ${JSON.stringify(why)}`);
+    assert((await p.getAttribute('#why', 'data-severity')) === 'action', 'a WAN outage is not red');
+    const exit = (await p.textContent('#exit')).trim();
+    assert(exit === 'unknown' || exit === '–', `the exit during a WAN outage reads ${JSON.stringify(exit)} (the old one shown as live)`);
+    await shot(p, '09-wan-down.png');
+    await p.close();
+  });
+
+  await check('a missing Surflare client is named, on a phone too', async () => {
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
+    const line = 'Surflare client not found at /usr/bin/surflare — install the Surflare client first (see docs/install.md), or set paths.surflare_bin';
+    const p = await statusPage(phone, (st) => {
+      st.state = 'blocked';
+      st.why = { line, severity: 'action', detail: 'stat /usr/bin/surflare: no such file or directory' };
+    });
+    await p.waitForFunction((l) => document.querySelector('#why-line').textContent === l, line, { timeout: opt.timeoutMs });
+    assert((await p.getAttribute('#why', 'data-severity')) === 'action', 'a missing client is not red');
+    const detail = (await p.textContent('#why-detail')).trim();
+    assert(/no such file/.test(detail), `the detail (the code) is not under the line: ${JSON.stringify(detail)}`);
+    await shot(p, '10-no-client-phone.png');
+    await phone.close();
+  });
+
+  await check('values from an old check are shown as stale, not as live', async () => {
+    const p = await statusPage(ctx, (st) => {
+      if (st.last_check) st.last_check.at = new Date(Date.now() - 10 * 60 * 1000).toISOString();
+      st.check_interval_s = 30;
+    });
+    await p.waitForFunction(() => document.querySelector('#wan').textContent === 'unknown', null, { timeout: opt.timeoutMs });
+    assert(await p.$eval('#updated', (e) => e.classList.contains('stale')), 'the header does not say the data is stale');
+    const exit = (await p.textContent('#exit')).trim();
+    assert(exit === 'unknown', `the exit from a 10 min old check reads ${JSON.stringify(exit)}`);
+    const why = (await p.textContent('#why-line')).trim();
+    assert(/No health check for 10 min/.test(why) || (await p.getAttribute('#why', 'data-severity')) !== 'ok',
+      `a 10 min old check still reads as fine: ${JSON.stringify(why)}`);
+    await shot(p, '11-stale.png');
+    await p.close();
+  });
+
   await check('the page is usable on a phone', async () => {
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     const p = await phone.newPage();

@@ -245,6 +245,8 @@ const ubus = {
   reconnect: () => req('POST', 'reconnect'),
   diag: (enable) => req('POST', 'diag', { enable }),
   probe: () => Promise.resolve({}),
+  // ubus history {span, buckets} is the API's /history: the same view.
+  history: (span, buckets) => req('GET', 'history?span=' + (span || 3600) + '&buckets=' + (buckets || 60)),
   log: (lines) => req('GET', 'events?n=' + Math.min(lines, 1000)).then((r) => ({ lines: r.events
     .filter((e) => e.kind === 'log').map((e) => e.time + ' ' + e.data.level + ' ' + e.data.message) })),
 };

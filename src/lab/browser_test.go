@@ -30,8 +30,9 @@ const browserChromium = "/usr/bin/chromium"
 
 // browserChecks is how many checks browser.mjs runs with a fault hook: no
 // token, live state, rotate, fault, polling, "never" for zero times (and
-// the loop guard's mode), phone, no script errors.
-const browserChecks = 8
+// the loop guard's mode), ages and the health strip, a WAN outage, a
+// missing client on a phone, stale values, phone, no script errors.
+const browserChecks = 12
 
 // browserLuCIChecks is how many checks luci.mjs runs: status, nodes and log
 // views, five settings checks (three on credentials, two on the fast signal
@@ -43,7 +44,8 @@ const browserLuCIChecks = 9
 // failed health check (a PROXY_BROKEN-style outcome) or the daemon leaving
 // healthy for degraded (or losing the node). A row from the rotation before the fault does not count: the
 // script only looks at rows added after the injection.
-const browserFaultPattern = `PROXY_BROKEN|LOCAL_FAIL|DOMESTIC_EXIT|→ (degraded|disconnected)`
+// The timeline speaks plain words (the codes are in the rows' tooltips).
+const browserFaultPattern = `check failed|working, with trouble|offline \(kill switch on\)`
 
 // browserTools finds node, chromium and playwright-core (installed by
 // scripts/setup-debian.sh into build/browser), or says what is missing.
@@ -236,7 +238,8 @@ func TestBrowserLiveViewAgainstDaemon(t *testing.T) {
 		}
 	}
 
-	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png", "07-never.png"}
+	shots := []string{"01-no-token.png", "02-live.png", "03-rotated.png", "04-fault.png", "05-polling.png", "06-phone.png", "07-never.png",
+		"08-ages.png", "09-wan-down.png", "10-no-client-phone.png", "11-stale.png"}
 	if luciTook > 0 {
 		shots = append(shots, "luci-status.png", "luci-nodes.png", "luci-log.png", "luci-settings.png",
 			"luci-settings-fastsignal.png", "luci-status-never.png")

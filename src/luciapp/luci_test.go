@@ -90,6 +90,11 @@ func TestLuCIInRealBrowser(t *testing.T) {
 		"uci set surflare.search=probe", "uci set surflare.search.kind=search", "uci set surflare.search.url=" + probeURL + "/generate_204",
 		"uci set surflare.echo=probe", "uci set surflare.echo.kind=ip-echo", "uci set surflare.echo.url=" + probeURL + "/ip",
 		"uci commit surflare",
+		// an account set up as an owner does (LuCI replaces the password
+		// later), and a default route: without either the daemon's
+		// preflight rightly tries no node
+		"echo lab-first-password | surflare-watchdog credentials set --username first@surflare.test",
+		"(ip route add default via " + clientAddr + " dev eth0 || true)",
 		// a LuCI user with the read ACL only (rpcd login, md5-crypt password)
 		"h=$(/usr/libexec/px5g-openssl passwd -1 " + shQuote(viewerPW) + ")", "s=$(uci add rpcd login)",
 		"uci set rpcd.$s.username=" + viewer, `uci set rpcd.$s.password="$h"`,

@@ -41,7 +41,7 @@ func TestParseIgnoresOtherLines(t *testing.T) {
 	p := mustParser(t, nil)
 	for _, l := range []string{
 		"",
-		`+0000 2026-11-29 14:03:11 ERROR [1 2.1s] outbound/urltest[Dallas via Tokyo]: Get "https://cp.cloudflare.com/generate_204": context deadline exceeded`,
+		`+0000 2026-11-29 14:03:11 ERROR [1 2.1s] outbound/urltest[Dallas via Tokyo]: Get "http://198.18.30.21/generate_204": context deadline exceeded`,
 		`+0000 2026-11-29 14:03:11 INFO [2 0.1s] inbound/tproxy[tproxy-in]: inbound connection from 192.168.1.10:51234`,
 		`+0000 2026-11-29 14:03:11 INFO [2 0.1s] connection: open connection to example.com:443 using outbound/vless[Dallas]`,
 		"garbage \x00\xff",

@@ -92,7 +92,7 @@ func TestFollowerStreamsGarbageInBoundedMemory(t *testing.T) {
 			}
 		}
 	}
-	line := []byte("\n+0000 2026-11-29 14:03:11 ERROR [1820334452 2.1s] outbound/urltest[Dallas via Tokyo]: Get \"https://cp.cloudflare.com/generate_204\": context deadline exceeded\n")
+	line := []byte("\n+0000 2026-11-29 14:03:11 ERROR [1820334452 2.1s] outbound/urltest[Dallas via Tokyo]: Get \"http://198.18.30.21/generate_204\": context deadline exceeded\n")
 	if _, err := f.WriteAt(line, off); err != nil {
 		t.Fatal(err)
 	}

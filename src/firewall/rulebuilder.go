@@ -3,6 +3,7 @@ package firewall
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -19,6 +20,12 @@ type rule struct {
 	id    string
 	text  string // without the comment
 	exprs []expr.Any
+	// match is the builder as it was before the verdict, and verdict the
+	// verdict's kind (none for rules built with done): what the routing
+	// layer's release chains need to ask the same question (permit.go).
+	match      *ruleBuilder
+	verdict    expr.VerdictKind
+	hasVerdict bool
 }
 
 // comment is what the rule carries in its userdata: stable id + content hash.
@@ -286,7 +293,18 @@ func (b *ruleBuilder) redirect(port uint16) *ruleBuilder {
 
 // Verdicts.
 func (b *ruleBuilder) verdict(k expr.VerdictKind, word string) rule {
-	return b.add(word, &expr.Verdict{Kind: k}).build()
+	m := b.clone()
+	r := b.add(word, &expr.Verdict{Kind: k}).build()
+	r.match, r.verdict, r.hasVerdict = m, k, true
+	return r
+}
+
+// clone is an independent copy: adding to it leaves b as it is.
+func (b *ruleBuilder) clone() *ruleBuilder {
+	c := *b
+	c.words = slices.Clone(b.words)
+	c.exprs = slices.Clone(b.exprs)
+	return &c
 }
 func (b *ruleBuilder) accept() rule { return b.verdict(expr.VerdictAccept, "accept") }
 func (b *ruleBuilder) drop() rule   { return b.verdict(expr.VerdictDrop, "drop") }

@@ -151,35 +151,40 @@ func killSwitchTable(s Spec) tableSpec {
 		// socket's replies to LAN clients, which carry mark 0 (DESIGN §9).
 		out = append(out, r("out-lan").oifname(s.LANIf, false).accept())
 	}
+	// judgedOut is the part of the output chain that depends on the packet
+	// alone, not on its route: the routing layer's release chain (permit.go)
+	// asks the same questions before it releases a held packet.
+	var judgedOut []rule
 	if !v6 {
-		out = append(out, ipv6LinkControl(famInet)...)
-		out = append(out, r("out-block-v6").nfproto(true).counterNamed(CounterBlockedV6).drop())
+		judgedOut = append(judgedOut, ipv6LinkControl(famInet)...)
+		judgedOut = append(judgedOut, r("out-block-v6").nfproto(true).counterNamed(CounterBlockedV6).drop())
 	}
-	out = append(out, r("out-mark-tunnel").mark(MarkTunnel).accept())
-	out = append(out, directAccepts(s)...) // strict.go
-	out = append(out, r("out-endpoints4").addrLookup(false, false, SetEndpoints4).accept())
+	judgedOut = append(judgedOut, r("out-mark-tunnel").mark(MarkTunnel).accept())
+	judgedOut = append(judgedOut, directAccepts(s)...) // strict.go
+	judgedOut = append(judgedOut, r("out-endpoints4").addrLookup(false, false, SetEndpoints4).accept())
 	if v6 {
-		out = append(out, r("out-endpoints6").addrLookup(true, false, SetEndpoints6).accept())
+		judgedOut = append(judgedOut, r("out-endpoints6").addrLookup(true, false, SetEndpoints6).accept())
 	}
 	// Private destinations are the local network (a laptop's printer, the
 	// router's modem): not the internet, nothing to leak to.
-	out = append(out, r("out-private4").addrLookup(false, false, SetPrivate4).accept())
+	judgedOut = append(judgedOut, r("out-private4").addrLookup(false, false, SetPrivate4).accept())
 	if v6 {
-		out = append(out, r("out-private6").addrLookup(true, false, SetPrivate6).accept())
+		judgedOut = append(judgedOut, r("out-private6").addrLookup(true, false, SetPrivate6).accept())
 	}
-	out = append(out,
+	judgedOut = append(judgedOut,
 		r("out-dhcp-client").nfproto(false).port(unix.IPPROTO_UDP, true, 68).port(unix.IPPROTO_UDP, false, 67).accept(),
 		r("out-ntp").port(unix.IPPROTO_UDP, false, 123).accept(),
 	)
-	out = append(out, dnsDirectAccepts(false)...)
+	judgedOut = append(judgedOut, dnsDirectAccepts(false)...)
 	if v6 {
-		out = append(out, dnsDirectAccepts(true)...)
+		judgedOut = append(judgedOut, dnsDirectAccepts(true)...)
 	}
-	out = append(out, r("out-cn-direct4").addrLookup(false, false, SetCNDirect4).accept())
+	judgedOut = append(judgedOut, r("out-cn-direct4").addrLookup(false, false, SetCNDirect4).accept())
 	if v6 {
-		out = append(out, r("out-cn-direct6").addrLookup(true, false, SetCNDirect6).accept())
+		judgedOut = append(judgedOut, r("out-cn-direct6").addrLookup(true, false, SetCNDirect6).accept())
 	}
-	out = append(out, r("out-domestic").addrLookup(false, false, SetDomestic).accept())
+	judgedOut = append(judgedOut, r("out-domestic").addrLookup(false, false, SetDomestic).accept())
+	out = append(out, judgedOut...)
 	out = append(out, directRejects(s)...) // strict.go
 	out = append(out, r("out-blocked").counterNamed(CounterBlockedOut).drop())
 	if s.StrictDirect {
@@ -188,31 +193,36 @@ func killSwitchTable(s Spec) tableSpec {
 	t.chains = append(t.chains, chainSpec{name: "output", typ: nftables.ChainTypeFilter,
 		hook: hook(nftables.ChainHookOutput), prio: PrioKillSwitch, policy: nftables.ChainPolicyDrop, rules: out})
 
+	var judgedFwd []rule
 	if s.router() {
+		// Traffic to the LAN (replies, LAN to LAN) is judged by its
+		// outgoing interface; the rest (judgedFwd) by the packet alone,
+		// which is what the routing layer's release chain asks too.
 		fwd := []rule{
 			r("fwd-lan-lan").iifname(s.LANIf, false).oifname(s.LANIf, false).accept(),
 			r("fwd-replies").oifname(s.LANIf, false).ctEstablishedRelated().accept(),
+		}
+		judgedFwd = []rule{
 			r("fwd-port-forwards").ctDNAT().accept(),
 			r("fwd-bypass-mac").etherSaddrLookup(SetBypassDevices).accept(),
 			r("fwd-bypass-src").addrLookup(false, true, SetBypassSrc).accept(),
 		}
 		if !v6 {
-			fwd = append(fwd, r("fwd-block-v6").nfproto(true).counterNamed(CounterBlockedV6).drop())
+			judgedFwd = append(judgedFwd, r("fwd-block-v6").nfproto(true).counterNamed(CounterBlockedV6).drop())
 		}
-		fwd = append(fwd, r("fwd-cn-direct4").iifname(s.LANIf, false).addrLookup(false, false, SetCNDirect4).accept())
+		judgedFwd = append(judgedFwd, r("fwd-cn-direct4").iifname(s.LANIf, false).addrLookup(false, false, SetCNDirect4).accept())
 		if v6 {
-			fwd = append(fwd, r("fwd-cn-direct6").iifname(s.LANIf, false).addrLookup(true, false, SetCNDirect6).accept())
+			judgedFwd = append(judgedFwd, r("fwd-cn-direct6").iifname(s.LANIf, false).addrLookup(true, false, SetCNDirect6).accept())
 		}
-		fwd = append(fwd,
-			r("fwd-domestic").iifname(s.LANIf, false).addrLookup(false, false, SetDomestic).accept(),
-			r("fwd-blocked").counterNamed(CounterBlockedFwd).drop(),
-		)
+		judgedFwd = append(judgedFwd, r("fwd-domestic").iifname(s.LANIf, false).addrLookup(false, false, SetDomestic).accept())
+		fwd = append(fwd, judgedFwd...)
+		fwd = append(fwd, r("fwd-blocked").counterNamed(CounterBlockedFwd).drop())
 		t.chains = append(t.chains, chainSpec{name: "forward", typ: nftables.ChainTypeFilter,
 			hook: hook(nftables.ChainHookForward), prio: PrioKillSwitch, policy: nftables.ChainPolicyDrop, rules: fwd})
 	}
 
 	t.chains = append(t.chains, dnsRouteChain(s))
-	t.chains = append(t.chains, permitChains(s)...) // permit.go
+	t.chains = append(t.chains, permitChains(s, judgedOut, judgedFwd)...) // permit.go
 
 	// postrouting: a tunnel-marked packet must be delivered locally (to the
 	// proxy). If it is about to leave through a real interface, the policy

@@ -128,7 +128,8 @@ func (d *Daemon) stopDetectors() {
 }
 
 // corroborator is the engine's evidence: the fast signals' (urltest,
-// counters) and the early detector's silent flows; nil when none runs.
+// counters), the early detector's silent flows and the failed-connection
+// burst; nil when none runs.
 func (d *Daemon) corroborator() watchdog.Corroborator {
 	var all detectors.AnyEvidence
 	if e := d.fast.evidence(); e != nil {
@@ -136,6 +137,9 @@ func (d *Daemon) corroborator() watchdog.Corroborator {
 	}
 	if d.dets.det != nil {
 		all = append(all, detectors.Silence{Det: d.dets.det})
+	}
+	if d.fast != nil && d.fast.conns != nil {
+		all = append(all, d.fast.conns) // daemon_connfail_evidence.go
 	}
 	if len(all) == 0 {
 		return nil

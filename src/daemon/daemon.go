@@ -349,6 +349,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.startFrontends(auxCtx, c)
 	d.startChnroute(auxCtx, c)
 	d.startIdleProbe(auxCtx, c)
+	d.startStorm503Probe(auxCtx, c) // before Run: the engine's Override reads it
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()

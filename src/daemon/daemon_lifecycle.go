@@ -88,6 +88,7 @@ func (d *Daemon) startEvents(ctx context.Context) {
 			d.fast.logs.NewTunnel()
 		}
 		d.dets.override503.Follow(ev.Node)
+		d.dets.probe503.NewTunnel() // a new state: ask the 503 question again at once
 		d.publishState(ctx, ev)
 	})
 }

@@ -167,6 +167,11 @@ func labConfig(l *Lab) uciFile {
 	// follows that advice, as a router owner would.
 	f.section("loopguard", "loopguard").opt("min_active", "200")
 
+	// The 503 probe asks what the fake proxy's urltest asks (lab.json's
+	// url_test_url), as the shipped default asks stock sing-box's urltest
+	// URL: a storm of the urltest endpoint is what ADR-0001 is about.
+	f.section("storm503", "storm503").opt("probe_url", fakes.DefaultLabInfo(l.Dir, "").URLTestURL)
+
 	probe := func(name, kind, url string) { f.section("probe", name).opt("kind", kind).opt("url", url) }
 	// Probes ask for "/", not the urltest target: the lab's 503 storm hits
 	// only the urltest endpoint, as ADR-0001's does.

@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/detectors/storm503"
+	"surflare-watchdog/src/watchdog"
+)
+
+// startStorm503Probe asks the vendor's urltest endpoint through the tunnel
+// every storm503.probe_interval (storm503.Probe): a 503 storm of the exit
+// in use is seen within about one interval whatever the vendor's urltest
+// cadence, and the 503 override (ADR-0001) reads it. Off with the 503
+// monitor (storm503.enabled=0) or with probe_interval 0.
+func (d *Daemon) startStorm503Probe(ctx context.Context, c *config.Config) {
+	s := d.dets
+	if s.override503 == nil || c.Storm503.ProbeInterval <= 0 {
+		return
+	}
+	p := storm503.NewProbe(storm503.ProbeOptions{
+		Interval:     c.Storm503.ProbeInterval,
+		ActiveWindow: c.Storm503.ActiveWindow,
+		URL:          c.Storm503.ProbeURL,
+		Ask: func(ctx context.Context) (int, error) {
+			return d.prober.p.Load().TunnelStatus(ctx, c.Storm503.ProbeURL)
+		},
+		Node: func() string { n, _ := d.currentTunnel(); return n },
+		Active: func() bool {
+			st := d.w.Status().State
+			return st == watchdog.StateHealthy || st == watchdog.StateDegraded
+		},
+		Trigger: d.trigger,
+	})
+	s.probe503 = p
+	s.override503.SetProbe(p)
+	d.log.Info(fmt.Sprintf("503 probe: %s through the tunnel every %s", c.Storm503.ProbeURL, c.Storm503.ProbeInterval))
+	d.goAux(ctx, "503 probe", func(ctx context.Context) error {
+		p.Run(ctx)
+		return nil
+	})
+}

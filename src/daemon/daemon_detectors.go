@@ -94,7 +94,9 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			d.log.Error("Early detector disabled", "err", err)
 		} else {
 			o := detect.FromConfig(c, sampler, trig)
-			o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) {
+			s.tally = detect.NewNodeTally(func() string { n, _ := d.currentTunnel(); return n }, o.Threshold)
+			o.OnSample = func(ctx context.Context, now time.Time, conns []detect.Conn) {
+				s.tally.Observe(now, conns) // per-node kernel evidence (detect/pernode.go)
 				var dsts []netip.AddrPort
 				for _, c := range conns {
 					if c.Outbound && c.State == detect.StateEstablished {
@@ -135,7 +137,11 @@ func (d *Daemon) corroborator() watchdog.Corroborator {
 	if e := d.fast.evidence(); e != nil {
 		all = append(all, e)
 	}
-	if d.dets.det != nil {
+	if d.dets.tally != nil {
+		// The early detector's silent flows and stalled handshakes, bound
+		// to the node they were seen on (detect.NodeTally).
+		all = append(all, d.dets.tally)
+	} else if d.dets.det != nil {
 		all = append(all, detectors.Silence{Det: d.dets.det})
 	}
 	if d.fast != nil && d.fast.conns != nil {

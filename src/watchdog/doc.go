@@ -160,7 +160,16 @@
 //     the proxy's connections to the relays had their data acknowledged
 //     by the relay and no answer for 1.5 s (the relay is alive, the exit
 //     behind it is not: a node black-hole loses no segment, so the
-//     kernel's cwnd/RTO/backoff signs never show it).
+//     kernel's cwnd/RTO/backoff signs never show it); or several of its
+//     handshakes to the relays stuck in SYN_SENT after two SYN retries
+//     while none of its established connections is answered;
+//   - a burst of failed LAN connections through the node in use (the
+//     proxy's failed-connection log lines: 3 within 10 s to at least 2
+//     destinations), the same burst that asked for the check.
+//
+// The kernel's evidence (RSTs, silent flows, stalled handshakes) and the
+// failed connections count for the node in use when they were seen: what
+// happened on the node we left never corroborates a check on the next.
 //
 // Evidence alone never rotates (no failed check, no rotation), and a
 // failed check without evidence waits for the threshold as before, so a

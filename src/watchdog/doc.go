@@ -41,8 +41,14 @@
 // started: a node the proxy cannot reach will not come up within the
 // minute, and waiting it out kept the LAN down for a minute per dead node
 // the rotation tried (a node that died moments ago has too few urltest
-// errors for log health to skip it). Without that evidence the proof gets
-// its whole timeout, as in the seed.
+// errors for log health to skip it). The Corroborator's evidence against
+// the node gives it up the same way, without waiting for a urltest round
+// (whose cadence is the vendor's): the proxy logging our probes'
+// connections through the node as failed, the kernel's signs on its
+// sockets, each counted only since the node came into use; such a give-up
+// rotates at once ("Cascade: X via T failed its probes with evidence
+// against it"). Without either the proof gets its whole timeout, as in
+// the seed.
 //
 // "Account check failed" from `surflare connect` means the vendor could not
 // reach its account API: the node is not to blame. It is not counted as a

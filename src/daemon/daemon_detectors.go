@@ -118,6 +118,9 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			}
 		}
 	}
+	if c.Main.IdleProbeInterval > 0 {
+		s.idleMiss = &idleMissEvidence{} // fed by startIdleProbe, read by corroborator
+	}
 	s.proxy = &proxyWatch{procs: d.procs, comm: c.Vendor.ProxyComm, clamp: s.clamp, guard: s.guard, log: d.log}
 	return nil
 }
@@ -146,6 +149,9 @@ func (d *Daemon) corroborator() watchdog.Corroborator {
 	}
 	if d.fast != nil && d.fast.conns != nil {
 		all = append(all, d.fast.conns) // daemon_connfail_evidence.go
+	}
+	if d.dets.idleMiss != nil {
+		all = append(all, d.dets.idleMiss)
 	}
 	if len(all) == 0 {
 		return nil

@@ -80,3 +80,49 @@ func TestDeadNextNodeIsLeftOnEvidence(t *testing.T) {
 		})
 	}
 }
+
+// checkFedEvidence is evidence the check itself feeds, as the proxy's
+// failed-connection log is fed by the check's own probes: Corroborate (as
+// of now) always names Dallas; as of the check's start only once evidence
+// came before it.
+type checkFedEvidence struct{ before *atomic.Bool }
+
+func (c checkFedEvidence) Corroborate(time.Time, string, string) (string, bool) {
+	return "CONN_FAIL: the check's own probes failed", true
+}
+
+func (c checkFedEvidence) CorroborateAsOf(_, _ time.Time, node, _ string) (string, bool) {
+	if node == "Dallas" && c.before.Load() {
+		return "CONN_FAIL: LAN connections failed before the check", true
+	}
+	return "", false
+}
+
+// One failed check never corroborates itself: evidence that only the
+// check's own probes produced (the proxy logs them too) leaves the
+// threshold in charge; evidence from before the check rotates at once.
+func TestFailedCheckIsNotItsOwnEvidence(t *testing.T) {
+	for _, before := range []bool{false, true} {
+		t.Run(map[bool]string{false: "only the check's own", true: "from before the check"}[before], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld()
+				s := testSettings(t)
+				var b atomic.Bool
+				b.Store(before)
+				h := start(t, s, wd, func(d *Deps) { d.Corroborator = checkFedEvidence{&b} })
+				h.requireState(StateHealthy)
+				h.advance(time.Minute)
+				wd.set(func(w *world) { w.dead["Dallas"] = true })
+				if err := h.w.Check(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				h.advance(time.Second)
+				got := h.connects()
+				if rotated := len(got) >= 2; rotated != before {
+					t.Fatalf("connects %q after one failed check (evidence from before it: %v)\n%s", got, before, strings.Join(h.logs(), "\n"))
+				}
+				h.stop()
+			})
+		})
+	}
+}

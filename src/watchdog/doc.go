@@ -176,6 +176,11 @@
 // The kernel's evidence (RSTs, silent flows, stalled handshakes) and the
 // failed connections count for the node in use when they were seen: what
 // happened on the node we left never corroborates a check on the next.
+// Evidence the check itself can feed (AsOfCorroborator: the proxy logs the
+// check's own probes as failed connections) counts as it stood when the
+// check started, so one failed check is never its own corroboration. The
+// idle probe's miss is such evidence too: one unanswered request through
+// an idle tunnel, then the confirming check it asked for failing.
 //
 // Evidence alone never rotates (no failed check, no rotation), and a
 // failed check without evidence waits for the threshold as before, so a

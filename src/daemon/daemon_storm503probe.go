@@ -3,8 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"surflare-watchdog/src/config"
+	"surflare-watchdog/src/detectors/idleprobe"
 	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/watchdog"
 )
@@ -24,7 +26,21 @@ func (d *Daemon) startStorm503Probe(ctx context.Context, c *config.Config) {
 		ActiveWindow: c.Storm503.ActiveWindow,
 		URL:          c.Storm503.ProbeURL,
 		Ask: func(ctx context.Context) (int, error) {
+			// As the idle probe's beat: a healthy tunnel answers a 204 in
+			// well under this; the probe asks twice before it calls a miss.
+			ctx, cancel := context.WithTimeout(ctx, idleprobe.DefaultTimeout)
+			defer cancel()
 			return d.prober.p.Load().TunnelStatus(ctx, c.Storm503.ProbeURL)
+		},
+		Miss: func(node string, err error) {
+			// The probe's requests prove the path to the idle probe's
+			// counter, so the idle probe stays quiet while it runs: it is
+			// the heartbeat then (idle_probe_interval 0 keeps it off).
+			if d.dets.idleMiss == nil {
+				return
+			}
+			d.dets.idleMiss.record(time.Now(), node, err.Error())
+			d.trigger("IDLE_PROBE: no answer through the tunnel (the 503 probe, twice in a row): " + err.Error())
 		},
 		Node: func() string { n, _ := d.currentTunnel(); return n },
 		Active: func() bool {

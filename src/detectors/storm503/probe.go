@@ -33,10 +33,11 @@ type Probe struct {
 	poke chan struct{}
 
 	mu    sync.Mutex
-	node  string    // the node whose exit storms; "" = no storm
-	since time.Time // when the storm was confirmed
-	last  time.Time // the last confirmed 503
-	n     int       // confirmed rounds of this storm
+	node     string    // the node whose exit storms; "" = no storm
+	since    time.Time // when the storm was confirmed
+	last     time.Time // the last confirmed 503
+	n        int       // confirmed rounds of this storm
+	lastMiss time.Time // the last Miss call
 }
 
 // ProbeOptions configure a Probe.
@@ -58,6 +59,15 @@ type ProbeOptions struct {
 	// Trigger asks the engine for a check; called once per storm, without
 	// locks held. It must not block. Required.
 	Trigger func(reason string)
+	// Miss, if set, is told when two asks in a row got no answer at all
+	// (one lost handshake is no dead path), at most once per MissGap. The
+	// probe's requests prove the path to every counter that watches for
+	// traffic through the tunnel, so the idle probe never sees an idle
+	// tunnel while this one runs: this is the heartbeat then, and a miss
+	// is its miss. It must not block.
+	Miss func(node string, err error)
+	// MissGap is the least time between two Miss calls (10 s when 0).
+	MissGap time.Duration
 	// URL is the endpoint, for the messages.
 	URL string
 	// Now is the clock (time.Now when nil); Run's timer is the time
@@ -72,6 +82,9 @@ func NewProbe(o ProbeOptions) *Probe {
 	}
 	if o.ActiveWindow <= 0 {
 		o.ActiveWindow = 60 * time.Second
+	}
+	if o.MissGap <= 0 {
+		o.MissGap = 10 * time.Second
 	}
 	return &Probe{o: o, poke: make(chan struct{}, 1)}
 }
@@ -127,8 +140,14 @@ func (p *Probe) Round(ctx context.Context) {
 		return
 	}
 	st, err := p.o.Ask(ctx)
+	if err != nil && ctx.Err() == nil {
+		st, err = p.o.Ask(ctx) // one lost handshake is no dead path
+		if err != nil && ctx.Err() == nil {
+			p.missed(node, err)
+		}
+	}
 	if err != nil {
-		return // no answer: not a 503; the dead-node detectors watch that
+		return // no answer: not a 503 (a dead node is Miss's, and the other detectors')
 	}
 	if st != http.StatusServiceUnavailable {
 		p.end(node)
@@ -157,6 +176,23 @@ func (p *Probe) Round(ctx context.Context) {
 	if started {
 		log().Warn(fmt.Sprintf("503 storm: the exit of %s answered %s with 503 twice in a row", node, p.o.URL))
 		p.o.Trigger(fmt.Sprintf("STORM503_PROBE: the exit of %s answered the connectivity check with 503 twice in a row", node))
+	}
+}
+
+// missed reports two unanswered asks on node, at most once per MissGap.
+func (p *Probe) missed(node string, err error) {
+	if p.o.Miss == nil || p.o.Node() != node {
+		return
+	}
+	now := p.o.Now()
+	p.mu.Lock()
+	due := p.lastMiss.IsZero() || now.Sub(p.lastMiss) >= p.o.MissGap
+	if due {
+		p.lastMiss = now
+	}
+	p.mu.Unlock()
+	if due {
+		p.o.Miss(node, err)
 	}
 }
 

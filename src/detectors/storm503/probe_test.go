@@ -193,3 +193,36 @@ func TestProbeNewTunnelAsksAgainAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// The probe's requests keep the idle probe quiet, so it is the heartbeat
+// while it runs: two unanswered asks in a row are a miss (one is a lost
+// handshake), at most one per MissGap; an answer of any status is none.
+func TestProbeMissIsTwoUnansweredAsks(t *testing.T) {
+	var misses []string
+	r := newProbeRig(0, http.StatusNoContent)
+	now := time.Unix(1000, 0)
+	r.p.o.Now = func() time.Time { return now }
+	r.p.o.Miss = func(node string, err error) { misses = append(misses, node+": "+err.Error()) }
+	r.p.Round(t.Context())
+	if len(misses) != 0 {
+		t.Fatalf("one unanswered ask then a 204 is a miss: %v", misses)
+	}
+	r.exit.set(0)
+	r.p.Round(t.Context())
+	if len(misses) != 1 || misses[0] != "Dallas: i/o timeout" {
+		t.Fatalf("two unanswered asks: misses %v, want one on Dallas", misses)
+	}
+	now = now.Add(5 * time.Second)
+	r.p.Round(t.Context())
+	if len(misses) != 1 {
+		t.Fatalf("a second miss within MissGap: %v", misses)
+	}
+	now = now.Add(6 * time.Second)
+	r.p.Round(t.Context())
+	if len(misses) != 2 {
+		t.Fatalf("no miss after MissGap: %v", misses)
+	}
+	if a := r.triggered(); len(a) != 0 {
+		t.Errorf("misses started a 503 storm: %v", a)
+	}
+}

@@ -32,7 +32,7 @@ type Probe struct {
 	o    ProbeOptions
 	poke chan struct{}
 
-	mu    sync.Mutex
+	mu       sync.Mutex
 	node     string    // the node whose exit storms; "" = no storm
 	since    time.Time // when the storm was confirmed
 	last     time.Time // the last confirmed 503

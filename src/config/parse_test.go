@@ -371,7 +371,7 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 	}
 	want := []string{
 		`/etc/config/surflare:2: main.check_interval: "abc" is not a number of seconds`,
-		`/etc/config/surflare:3: main.mode: "turbo" is not one of rule, global`,
+		`/etc/config/surflare:3: main.mode: "turbo" is not one of rule, global, direct`,
 		`/etc/config/surflare:4: main.fail_threshold: 0 is out of range: must be between 1 and 1000`,
 		`/etc/config/surflare:5: main.fail_open: "maybe" is not a boolean (use 1 or 0)`,
 		"/etc/config/surflare:6: main.node: takes one value: write `option node`, not `list node`",

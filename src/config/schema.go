@@ -60,7 +60,7 @@ const (
 func (m *Main) options() []option {
 	return []option{
 		boolean("enabled", &m.Enabled),
-		choice("mode", &m.Mode, ModeRule, ModeGlobal),
+		choice("mode", &m.Mode, ModeRule, ModeGlobal, ModeDirect),
 		choice("role", &m.Role, RoleAuto, RoleRouter, RoleLaptop),
 		str("node", &m.Node, notEmpty),
 		texts("candidate", &m.Candidates, true),
@@ -167,6 +167,7 @@ func (p *Probe) options() []option {
 	return []option{
 		choice("kind", &p.Kind, ProbeSearch, ProbeCDNTrace, ProbeIPEcho, ProbeProxyPath),
 		str("url", &p.URL, httpURL),
+		boolean("listed", &p.Listed),
 	}
 }
 

@@ -81,6 +81,7 @@ func (m *Main) options() []option {
 		seconds("probe_timeout", &m.ProbeTimeout, 100*time.Millisecond, 10*time.Minute),
 		boolean("fail_open", &m.FailOpen),
 		boolean("strict_direct", &m.StrictDirect),
+		boolean("strict_direct_rule", &m.StrictDirectRule),
 		boolean("route_layer", &m.RouteLayer),
 		choice("ipv6", &m.IPv6, IPv6Block, IPv6Proxy),
 		str("expected_country", &m.ExpectedCountry, countryCode),

@@ -58,6 +58,7 @@ func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	}
 	s.APIEndpoints = c.Main.Endpoints
 	s.StrictDirect = c.Main.StrictDirect // the daemon adds the vendor's server ports (daemon_strict.go)
+	s.StrictDirectRule = c.Main.StrictDirectRule
 	// The kill switch's routing layer (docs/killswitch-layers.md): Apply sets
 	// it with the kill switch, Teardown removes it with it.
 	s.RouteLayer = c.Main.RouteLayer

@@ -33,7 +33,7 @@ func TestModeMapsOntoFirewallAndHealth(t *testing.T) {
 		if s.Mode != c.fw || s.Mode.String() != string(c.mode) {
 			t.Errorf("config mode %s: firewall mode %s", c.mode, s.Mode)
 		}
-		if got := firewall.StrictDirectScope(s.Mode, s.StrictDirect); got != c.narrows {
+		if got := firewall.StrictDirectScope(s.Mode, s.StrictDirect, s.StrictDirectRule); got != c.narrows {
 			t.Errorf("config mode %s with the default strict_direct: scope %s, want %s", c.mode, got, c.narrows)
 		}
 		if err := s.Validate(); err != nil {

@@ -193,6 +193,10 @@ type Spec struct {
 	// yet is never cut.
 	StrictDirect bool
 	ServerPorts  []uint16
+	// StrictDirectRule makes strict direct narrow in rule mode too
+	// (StrictDirectScope): for a vendor whose rule mode sends nothing
+	// foreign direct, as the original contract has it.
+	StrictDirectRule bool
 
 	// LoopGuardGate is the loop guard's min_active: it sets the rate of the
 	// rule that wakes the guard (loopguard.go). 0 = the guard's default

@@ -60,11 +60,14 @@ func (d DirectScope) String() string {
 //     cut most foreign sites of a household on the default mode. So
 //     nothing is narrowed; a proxy that sends listed sites direct is the
 //     health check's to find (listed probes, docs/modes.md).
+//     A user whose client's rule mode sends nothing foreign direct (the
+//     original contract: only cn_direct) can ask for the narrowing there
+//     too (inRule, strict_direct_rule '1').
 //   - direct: the user chose to send everything direct: nothing to narrow.
 //
 // strict_direct '0' never narrows.
-func StrictDirectScope(m Mode, strict bool) DirectScope {
-	if strict && m == ModeGlobal {
+func StrictDirectScope(m Mode, strict, inRule bool) DirectScope {
+	if strict && (m == ModeGlobal || m == ModeRule && inRule) {
 		return DirectNarrow
 	}
 	return DirectAny
@@ -73,7 +76,7 @@ func StrictDirectScope(m Mode, strict bool) DirectScope {
 // narrowsDirect reports whether s's kill switch narrows the proxy's 0xff
 // traffic (StrictDirectScope).
 func (s Spec) narrowsDirect() bool {
-	return StrictDirectScope(s.Mode, s.StrictDirect) == DirectNarrow
+	return StrictDirectScope(s.Mode, s.StrictDirect, s.StrictDirectRule) == DirectNarrow
 }
 
 // directAccepts is the kill switch's accept for the proxy's own traffic:

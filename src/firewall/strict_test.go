@@ -83,10 +83,15 @@ func TestStrictDirectPerMode(t *testing.T) {
 	tp := newTopo(t)
 	echo := serveTCP(t, tp.inet, "tcp4", echoHost+":80", "echo", false)
 	const mark = int(MarkDirect)
-	for _, m := range []Mode{ModeRule, ModeDirect, ModeGlobal} {
+	for _, c := range []struct {
+		m      Mode
+		inRule bool
+	}{{ModeRule, false}, {ModeDirect, false}, {ModeDirect, true}, {ModeGlobal, false}, {ModeRule, true}} {
+		m := c.m
 		s := labSpec()
 		s.Mode = m
 		s.StrictDirect = true
+		s.StrictDirectRule = c.inRule
 		s.ServerPorts = []uint16{8443}
 		fw := apply(t, tp.router, s)
 		before := len(echo.conns())
@@ -95,10 +100,10 @@ func TestStrictDirectPerMode(t *testing.T) {
 		if cerr != nil {
 			t.Fatalf("%s: counters: %v", m, cerr)
 		}
-		if m == ModeGlobal {
+		if m == ModeGlobal || m == ModeRule && c.inRule {
 			if !errors.Is(err, syscall.ECONNREFUSED) || len(echo.conns()) != before || cs[CounterDirectBlocked] == 0 {
-				t.Errorf("global (control): 0xff to a foreign host: %q, %v, echo saw %d new, direct_blocked %d; want refused and counted",
-					got, err, len(echo.conns())-before, cs[CounterDirectBlocked])
+				t.Errorf("%s, strict_direct_rule %v (control): 0xff to a foreign host: %q, %v, echo saw %d new, direct_blocked %d; want refused and counted",
+					m, c.inRule, got, err, len(echo.conns())-before, cs[CounterDirectBlocked])
 			}
 			continue
 		}
@@ -114,16 +119,17 @@ func TestStrictDirectPerMode(t *testing.T) {
 // The per-mode decision itself, for every combination.
 func TestStrictDirectScope(t *testing.T) {
 	for _, c := range []struct {
-		m      Mode
-		strict bool
-		want   DirectScope
+		m              Mode
+		strict, inRule bool
+		want           DirectScope
 	}{
-		{ModeGlobal, true, DirectNarrow}, {ModeGlobal, false, DirectAny},
-		{ModeRule, true, DirectAny}, {ModeRule, false, DirectAny},
-		{ModeDirect, true, DirectAny}, {ModeDirect, false, DirectAny},
+		{ModeGlobal, true, false, DirectNarrow}, {ModeGlobal, false, false, DirectAny}, {ModeGlobal, false, true, DirectAny},
+		{ModeRule, true, false, DirectAny}, {ModeRule, false, false, DirectAny},
+		{ModeRule, true, true, DirectNarrow}, {ModeRule, false, true, DirectAny},
+		{ModeDirect, true, false, DirectAny}, {ModeDirect, true, true, DirectAny},
 	} {
-		if got := StrictDirectScope(c.m, c.strict); got != c.want {
-			t.Errorf("StrictDirectScope(%s, %v) = %s, want %s", c.m, c.strict, got, c.want)
+		if got := StrictDirectScope(c.m, c.strict, c.inRule); got != c.want {
+			t.Errorf("StrictDirectScope(%s, strict %v, in rule %v) = %s, want %s", c.m, c.strict, c.inRule, got, c.want)
 		}
 	}
 }

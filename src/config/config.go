@@ -151,14 +151,15 @@ type Main struct {
 
 	FailOpen        bool // after repeated login failure, open the kill switch (default: stay closed)
 	StrictDirect    bool // mode global: the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go); rule/direct: nothing narrowed (docs/modes.md)
-	// StrictDirectRule narrows in mode rule too (default off): only for a
-	// client whose rule mode sends nothing foreign direct (the original
-	// contract); with one that does (E3) foreign sites off its list fail.
-	StrictDirectRule bool
 	RouteLayer      bool // ip rules that keep unmarked traffic off the WAN while nftables is empty (fw4 flush; default on; docs/killswitch-layers.md)
 	IPv6            IPv6Policy
 	ExpectedCountry string // exit country of a healthy tunnel (informational: exits such as Tokyo/JP are valid, E1; nothing rotates on it)
 	DomesticCountry string // exit country that means traffic left without the tunnel
+
+	// StrictDirectRule narrows in mode rule too (default off): only for a
+	// client whose rule mode sends nothing foreign direct (the original
+	// contract); with one that does (E3) foreign sites off its list fail.
+	StrictDirectRule bool
 
 	Username     string // account e-mail for login (the password lives elsewhere)
 	LANInterface string // router LAN bridge

@@ -29,13 +29,25 @@ const DefaultPath = "/etc/config/surflare"
 // router when it is there.
 const OpenWrtRelease = "/etc/openwrt_release"
 
-// Mode is how LAN traffic is split between the tunnel and the direct path.
+// Mode is the vendor's routing mode, passed as `surflare connect --mode`
+// (SURFLARE-CONTRACT E2). It is the vendor's split, not ours: in every mode
+// the watchdog itself sends private, bypassed and domestic (cn_direct)
+// destinations direct and hands the rest to the proxy; the mode says what
+// the proxy then does with it (docs/modes.md has the table).
 type Mode string
 
 // Modes.
 const (
-	ModeRule   Mode = "rule"   // domestic destinations (cn_direct) go direct, the rest through the tunnel
-	ModeGlobal Mode = "global" // everything through the tunnel
+	// ModeRule ("Smart Routing"): the proxy tunnels only the destinations on
+	// the vendor's own list and sends everything else direct through its
+	// 0xff sockets, foreign sites included (E3).
+	ModeRule Mode = "rule"
+	// ModeGlobal: the proxy tunnels everything it gets.
+	ModeGlobal Mode = "global"
+	// ModeDirect: the proxy sends everything direct; the tunnel carries
+	// nothing (E2). Chosen by a user who wants the vendor's client running
+	// without using it.
+	ModeDirect Mode = "direct"
 )
 
 // Role says whether the watchdog guards a router's LAN or only its own host.
@@ -138,11 +150,16 @@ type Main struct {
 	ProbeTimeout            time.Duration // one probe request
 
 	FailOpen        bool // after repeated login failure, open the kill switch (default: stay closed)
-	StrictDirect    bool // the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go)
+	StrictDirect    bool // mode global: the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go); rule/direct: nothing narrowed (docs/modes.md)
 	RouteLayer      bool // ip rules that keep unmarked traffic off the WAN while nftables is empty (fw4 flush; default on; docs/killswitch-layers.md)
 	IPv6            IPv6Policy
-	ExpectedCountry string // exit country of a healthy tunnel
+	ExpectedCountry string // exit country of a healthy tunnel (informational: exits such as Tokyo/JP are valid, E1; nothing rotates on it)
 	DomesticCountry string // exit country that means traffic left without the tunnel
+
+	// StrictDirectRule narrows in mode rule too (default off): only for a
+	// client whose rule mode sends nothing foreign direct (the original
+	// contract); with one that does (E3) foreign sites off its list fail.
+	StrictDirectRule bool
 
 	Username     string // account e-mail for login (the password lives elsewhere)
 	LANInterface string // router LAN bridge
@@ -249,6 +266,11 @@ type Probe struct {
 	Name string // section name; "" for anonymous sections
 	Kind ProbeKind
 	URL  string // absolute http(s) URL
+	// Listed says the vendor's rule-mode list covers this target, so in
+	// mode rule the vendor tunnels it. In rule mode only listed probes
+	// prove the tunnel and name its exit; a target off the list goes
+	// direct by the vendor's design and its domestic exit is no fault (E3).
+	Listed bool
 }
 
 // Bypass is a LAN device that never goes through the tunnel (section
@@ -381,7 +403,10 @@ func Default() *Config {
 		},
 		FastSignal: FastSignal{Enabled: true, ProxyExit: true, NodeLog: true, Counters: true, ConnFail: true},
 		Probes: []Probe{
-			{Name: "search", Kind: ProbeSearch, URL: "https://www.google.com/generate_204"},
+			// Google is the site every rule-mode list tunnels (it is what the
+			// list is for, E3): listed, so in rule mode it proves the tunnel.
+			// Assumed, not measured; docs/modes.md says how to change it.
+			{Name: "search", Kind: ProbeSearch, URL: "https://www.google.com/generate_204", Listed: true},
 			{Name: "cdn1", Kind: ProbeCDNTrace, URL: "https://www.cloudflare.com/cdn-cgi/trace"},
 			{Name: "cdn2", Kind: ProbeCDNTrace, URL: "https://1.1.1.1/cdn-cgi/trace"},
 			{Name: "echo1", Kind: ProbeIPEcho, URL: "https://ipinfo.io/json"},

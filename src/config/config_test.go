@@ -230,7 +230,7 @@ func TestJSONUsesUCINames(t *testing.T) {
 		LoopGuard struct {
 			Ratio int `json:"ratio"`
 		} `json:"loopguard"`
-		Probe []map[string]string `json:"probe"`
+		Probe []map[string]any `json:"probe"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatalf("invalid JSON: %v\n%s", err, b)

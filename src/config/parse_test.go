@@ -38,6 +38,7 @@ config surflare 'main'
 	option probe_timeout '2'
 	option fail_open 'yes'
 	option strict_direct '0'
+	option strict_direct_rule '1'
 	option route_layer '0'
 	option idle_probe_interval '30'
 	option ipv6 'proxy'
@@ -99,6 +100,7 @@ config fastsignal 'fastsignal'
 config probe 'echo'
 	option kind 'ip-echo'
 	option url 'http://198.18.30.1/'
+	option listed '1'
 
 config probe
 	option kind 'proxy-path'
@@ -163,7 +165,7 @@ func everyOptionWant() *Config {
 		HeartbeatInterval: 0, StormCooldown: 15 * time.Minute, ReconnectWindow: time.Hour,
 		ReconnectLimit: 0, CascadeAfter: 3, ConnectLocalTimeout: 15 * time.Second,
 		ConnectDataplaneTimeout: 45 * time.Second, DomesticConfirm: 1500 * time.Millisecond,
-		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, RouteLayer: false, IPv6: IPv6Proxy,
+		ProbeTimeout: 2 * time.Second, FailOpen: true, StrictDirect: false, StrictDirectRule: true, RouteLayer: false, IPv6: IPv6Proxy,
 		IdleProbeInterval: 30 * time.Second,
 		ExpectedCountry:   "JP", DomesticCountry: "RU", Username: "user@example.org",
 		LANInterface: "br-home", WANDevice: "pppoe-wan", WANInterfaces: []string{"wan_4g"}, TransitCandidates: []string{"Osaka"},
@@ -181,7 +183,7 @@ func everyOptionWant() *Config {
 		Pattern: regexp.MustCompile(`urltest\[(?P<node>[^]]+) over (?P<transit>[^]]+)\]`)}
 	c.FastSignal = FastSignal{ConnFailPatterns: []string{`ERROR conn (?P<outbound>\w+): (?P<error>.*)`}}
 	c.Probes = []Probe{
-		{Name: "echo", Kind: ProbeIPEcho, URL: "http://198.18.30.1/"},
+		{Name: "echo", Kind: ProbeIPEcho, URL: "http://198.18.30.1/", Listed: true},
 		{Kind: ProbeProxyPath, URL: "http://198.18.30.21/generate_204"},
 	}
 	c.Bypass = []Bypass{
@@ -374,7 +376,7 @@ func TestEveryErrorReportedAtOnce(t *testing.T) {
 	}
 	want := []string{
 		`/etc/config/surflare:2: main.check_interval: "abc" is not a number of seconds`,
-		`/etc/config/surflare:3: main.mode: "turbo" is not one of rule, global`,
+		`/etc/config/surflare:3: main.mode: "turbo" is not one of rule, global, direct`,
 		`/etc/config/surflare:4: main.fail_threshold: 0 is out of range: must be between 1 and 1000`,
 		`/etc/config/surflare:5: main.fail_open: "maybe" is not a boolean (use 1 or 0)`,
 		"/etc/config/surflare:6: main.node: takes one value: write `option node`, not `list node`",

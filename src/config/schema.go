@@ -60,7 +60,7 @@ const (
 func (m *Main) options() []option {
 	return []option{
 		boolean("enabled", &m.Enabled),
-		choice("mode", &m.Mode, ModeRule, ModeGlobal),
+		choice("mode", &m.Mode, ModeRule, ModeGlobal, ModeDirect),
 		choice("role", &m.Role, RoleAuto, RoleRouter, RoleLaptop),
 		str("node", &m.Node, notEmpty),
 		texts("candidate", &m.Candidates, true),
@@ -81,6 +81,7 @@ func (m *Main) options() []option {
 		seconds("probe_timeout", &m.ProbeTimeout, 100*time.Millisecond, 10*time.Minute),
 		boolean("fail_open", &m.FailOpen),
 		boolean("strict_direct", &m.StrictDirect),
+		boolean("strict_direct_rule", &m.StrictDirectRule),
 		boolean("route_layer", &m.RouteLayer),
 		choice("ipv6", &m.IPv6, IPv6Block, IPv6Proxy),
 		str("expected_country", &m.ExpectedCountry, countryCode),
@@ -169,6 +170,7 @@ func (p *Probe) options() []option {
 	return []option{
 		choice("kind", &p.Kind, ProbeSearch, ProbeCDNTrace, ProbeIPEcho, ProbeProxyPath),
 		str("url", &p.URL, httpURL),
+		boolean("listed", &p.Listed),
 	}
 }
 

@@ -80,9 +80,12 @@ func healthConfig(c *config.Config) health.Config {
 		ConfirmDelay:    c.Main.DomesticConfirm,
 		DomesticCountry: c.Main.DomesticCountry,
 		ProxyName:       c.Vendor.ProxyComm,
+		// The exit check is judged per vendor mode (docs/modes.md): in rule
+		// mode only probes on the vendor's list count.
+		Judging: health.JudgingFor(string(c.Main.Mode)),
 	}
 	for _, p := range c.Probes {
-		hc.Targets = append(hc.Targets, health.Target{Name: p.Name, Kind: health.Kind(p.Kind), URL: p.URL})
+		hc.Targets = append(hc.Targets, health.Target{Name: p.Name, Kind: health.Kind(p.Kind), URL: p.URL, Listed: p.Listed})
 	}
 	for _, a := range c.DNS.DomesticUpstreams {
 		hc.EgressTargets = append(hc.EgressTargets, net.JoinHostPort(a.String(), "53"))

@@ -40,7 +40,23 @@ func (d *Daemon) refreshNodeList() {
 			return
 		}
 		d.log.Info("Vendor node list read", "nodes", len(d.nodeList.Nodes()))
+		d.warnUnlistedNodes(d.nodeList.Nodes())
 	}()
+}
+
+// warnUnlistedNodes checks the configured node and candidates against the
+// vendor's live list (E1: auto and any listed tag, Tokyo included, are
+// valid; the list is known only now, not when the config loads). A name
+// the vendor does not list would fail its connect; the warning names it
+// and what was probably meant, so the owner can fix the config before a
+// rotation needs it.
+func (d *Daemon) warnUnlistedNodes(listed []string) {
+	c := d.cfgs.Get()
+	names := append([]string{c.Main.Node}, c.Main.Candidates...)
+	for _, e := range surflare.UnlistedNodes(names, listed) {
+		d.log.Warn("Config names a node the vendor does not list ('surflare nodes'); a connect to it will fail: "+e.Error()+
+			" Fix surflare.main.node or the candidate list.", "node", e.Input, "code", "NODE_UNLISTED")
+	}
 }
 
 // unknownNode reports whether err refuses a node name: a caller's mistake.

@@ -15,10 +15,19 @@ import (
 // every storm503.probe_interval (storm503.Probe): a 503 storm of the exit
 // in use is seen within about one interval whatever the vendor's urltest
 // cadence, and the 503 override (ADR-0001) reads it. Off with the 503
-// monitor (storm503.enabled=0) or with probe_interval 0.
+// monitor (storm503.enabled=0), with probe_interval 0 and in mode direct.
+// In mode rule the URL must be one the vendor tunnels (stock sing-box's
+// urltest URL is Google's, on the vendor's list as the probes' search
+// host is).
 func (d *Daemon) startStorm503Probe(ctx context.Context, c *config.Config) {
 	s := d.dets
 	if s.override503 == nil || c.Storm503.ProbeInterval <= 0 {
+		return
+	}
+	if c.Main.Mode == config.ModeDirect {
+		// Nothing goes through the tunnel: a 503 would be the site's own,
+		// not an exit's.
+		d.log.Info("503 probe off: mode direct sends everything direct")
 		return
 	}
 	p := storm503.NewProbe(storm503.ProbeOptions{

@@ -48,9 +48,7 @@ func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	if c.Main.Role.Resolve(config.OpenWrtRelease) == config.RoleLaptop {
 		s.Role = firewall.RoleLaptop
 	}
-	if c.Main.Mode == config.ModeGlobal {
-		s.Mode = firewall.ModeGlobal
-	}
+	s.Mode = firewallModeOf(c.Main.Mode)
 	if c.Main.IPv6 == config.IPv6Proxy {
 		s.IPv6 = firewall.IPv6Proxy
 	}
@@ -60,6 +58,7 @@ func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 	}
 	s.APIEndpoints = c.Main.Endpoints
 	s.StrictDirect = c.Main.StrictDirect // the daemon adds the vendor's server ports (daemon_strict.go)
+	s.StrictDirectRule = c.Main.StrictDirectRule
 	// The kill switch's routing layer (docs/killswitch-layers.md): Apply sets
 	// it with the kill switch, Teardown removes it with it.
 	s.RouteLayer = c.Main.RouteLayer
@@ -83,6 +82,19 @@ func SpecFromConfig(c *config.Config, stderr io.Writer) (firewall.Spec, error) {
 		s.LocalResolverPort = c.DNS.LocalResolverPort
 	}
 	return withChnroute(s, c, stderr)
+}
+
+// firewallModeOf maps the config's mode onto the firewall's: the same three
+// vendor modes (an unknown one cannot pass config validation; rule, the
+// default, stands for it).
+func firewallModeOf(m config.Mode) firewall.Mode {
+	switch m {
+	case config.ModeGlobal:
+		return firewall.ModeGlobal
+	case config.ModeDirect:
+		return firewall.ModeDirect
+	}
+	return firewall.ModeRule
 }
 
 // withChnroute is s with its cn_direct sets read from c's chnroute files

@@ -88,18 +88,25 @@ func (r Role) String() string {
 // Mode is the vendor's routing mode the watchdog runs the tunnel in.
 type Mode int
 
-// Modes. In global mode the vendor proxies everything; the watchdog adds the
-// cn_direct sets and accept rules to the vendor's table so domestic
-// destinations still go direct.
+// Modes (the vendor's --mode, SURFLARE-CONTRACT E2/E3). In global mode the
+// vendor proxies everything; the watchdog adds the cn_direct sets and accept
+// rules to the vendor's table so domestic destinations still go direct. In
+// rule mode the vendor tunnels only its own list and sends the rest direct
+// itself; in direct mode it sends everything direct. What strict direct
+// narrows in each is StrictDirectScope (strict.go).
 const (
 	ModeRule Mode = iota
 	ModeGlobal
+	ModeDirect
 )
 
 // String is the config spelling of the mode.
 func (m Mode) String() string {
-	if m == ModeGlobal {
+	switch m {
+	case ModeGlobal:
 		return "global"
+	case ModeDirect:
+		return "direct"
 	}
 	return "rule"
 }
@@ -179,12 +186,17 @@ type Spec struct {
 	// watchdog reconnects. The kill switch stays as it is.
 	ProxyDown bool
 	// StrictDirect narrows what the proxy's own (0xff) traffic may reach
-	// to where a proxy legitimately goes direct (strict.go); ServerPorts
+	// to where a proxy legitimately goes direct (strict.go), in the modes
+	// where that can be told (StrictDirectScope: global only); ServerPorts
 	// are the vendor's server ports (its table's server_ports), accepted
 	// for 0xff TCP to any address so a relay the daemon has not learned
 	// yet is never cut.
 	StrictDirect bool
 	ServerPorts  []uint16
+	// StrictDirectRule makes strict direct narrow in rule mode too
+	// (StrictDirectScope): for a vendor whose rule mode sends nothing
+	// foreign direct, as the original contract has it.
+	StrictDirectRule bool
 
 	// LoopGuardGate is the loop guard's min_active: it sets the rate of the
 	// rule that wakes the guard (loopguard.go). 0 = the guard's default
@@ -239,8 +251,8 @@ func (s Spec) Validate() error {
 	if s.Role != RoleRouter && s.Role != RoleLaptop {
 		bad("role %d is neither router nor laptop", s.Role)
 	}
-	if s.Mode != ModeRule && s.Mode != ModeGlobal {
-		bad("mode %d is neither rule nor global", s.Mode)
+	if s.Mode != ModeRule && s.Mode != ModeGlobal && s.Mode != ModeDirect {
+		bad("mode %d is not rule, global or direct", s.Mode)
 	}
 	if s.IPv6 != IPv6Block && s.IPv6 != IPv6Proxy {
 		bad("ipv6 policy %d is neither block nor proxy", s.IPv6)

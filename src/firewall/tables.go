@@ -187,7 +187,7 @@ func killSwitchTable(s Spec) tableSpec {
 	out = append(out, judgedOut...)
 	out = append(out, directRejects(s)...) // strict.go
 	out = append(out, r("out-blocked").counterNamed(CounterBlockedOut).drop())
-	if s.StrictDirect {
+	if s.narrowsDirect() {
 		t.counters = append(t.counters, CounterDirectBlocked)
 	}
 	t.chains = append(t.chains, chainSpec{name: "output", typ: nftables.ChainTypeFilter,

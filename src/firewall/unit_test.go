@@ -41,9 +41,19 @@ func goldenSpecs() map[string]Spec {
 	d.ProxyDown = true
 	out["router-tombstoned"] = d
 	st := s
+	st.Mode = ModeGlobal // strict direct narrows in global mode only
 	st.StrictDirect = true
 	st.ServerPorts = []uint16{8443, 9443}
 	out["router-strict"] = st
+	// Rule and direct mode with strict direct on: the same kill switch as
+	// without it (StrictDirectScope); direct adds nothing to the vendor's table.
+	rs := s
+	rs.StrictDirect = true
+	rs.ServerPorts = []uint16{8443, 9443}
+	out["router-rule-strict"] = rs
+	ds := rs
+	ds.Mode = ModeDirect
+	out["router-direct-strict"] = ds
 	return out
 }
 

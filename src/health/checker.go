@@ -160,6 +160,7 @@ func (c *Checker) Check(ctx context.Context) Result {
 	}
 	tunnel := c.tunnelGroup(ctx, c.tunnel)
 	wg.Wait()
+	judged, exitCheck := c.exitJudged()
 	r.Tunnel = tunnel.results
 	r.TunnelUp = tunnel.up
 	r.ExitIP, r.ExitCountry = tunnel.exitIP, tunnel.country
@@ -188,6 +189,14 @@ func (c *Checker) Check(ctx context.Context) Result {
 	}
 	if !tunnel.up {
 		r.Outcome, r.Reason = TunnelOK, "probe 7 answers; every tunnel probe failed"
+		if c.listedOnly() {
+			r.Reason = "probe 7 answers; every probe on the vendor's list (probe.listed) failed"
+		}
+		return r
+	}
+	r.ExitCheck = exitCheck
+	if !judged {
+		r.Outcome, r.Reason = OK, "tunnel and LAN path answer; exit not judged in this mode"
 		return r
 	}
 	if !c.domestic(r.ExitIP, r.ExitCountry) {
@@ -205,7 +214,7 @@ func (c *Checker) Check(ctx context.Context) Result {
 	r.Confirmed = true
 	var exitCapable []Target
 	for _, t := range c.tunnel {
-		if t.Kind == KindCDNTrace || t.Kind == KindIPEcho {
+		if (t.Kind == KindCDNTrace || t.Kind == KindIPEcho) && c.proves(t) {
 			exitCapable = append(exitCapable, t)
 		}
 	}
@@ -234,6 +243,47 @@ func (c *Checker) domestic(ip, country string) bool {
 	return err == nil && isp.IsValid() && a.Unmap() == isp.Unmap()
 }
 
+// listedOnly reports whether only listed probes prove the tunnel: rule mode
+// with at least one tunnel probe marked listed.
+func (c *Checker) listedOnly() bool {
+	if c.cfg.Judging != JudgeListed {
+		return false
+	}
+	for _, t := range c.tunnel {
+		if t.Listed {
+			return true
+		}
+	}
+	return false
+}
+
+// proves reports whether t's answer counts as the tunnel's (and its exit as
+// the tunnel's exit) in this mode.
+func (c *Checker) proves(t Target) bool { return t.Listed || !c.listedOnly() }
+
+// exitJudged reports whether a domestic exit is a fault in this mode, and
+// the sentence for Result.ExitCheck.
+func (c *Checker) exitJudged() (bool, string) {
+	switch {
+	case c.cfg.Judging == JudgeNone:
+		return false, "not judged: mode direct sends everything direct by choice"
+	case c.cfg.Judging == JudgeListed && !c.listedOnly():
+		return false, "not judged: in mode rule the vendor sends sites off its list direct, and no probe is marked as on it (probe.listed)"
+	case c.cfg.Judging == JudgeListed:
+		var names []string
+		for _, t := range c.tunnel {
+			if t.Listed && (t.Kind == KindCDNTrace || t.Kind == KindIPEcho) {
+				names = append(names, t.Name)
+			}
+		}
+		if len(names) == 0 {
+			return false, "not judged: in mode rule no probe on the vendor's list (probe.listed) names its exit (cdn-trace or ip-echo)"
+		}
+		return true, "judged on the probes on the vendor's list: " + strings.Join(names, ", ")
+	}
+	return true, "judged on every probe"
+}
+
 // groupResult is the outcome of the parallel tunnel probes.
 type groupResult struct {
 	results         []ProbeResult
@@ -259,7 +309,7 @@ func (c *Checker) tunnelGroup(ctx context.Context, targets []Target) groupResult
 	ch := make(chan indexed, len(targets))
 	pendingExit := 0
 	for i, t := range targets {
-		if t.Kind == KindCDNTrace || t.Kind == KindIPEcho {
+		if (t.Kind == KindCDNTrace || t.Kind == KindIPEcho) && c.proves(t) {
 			pendingExit++
 		}
 		go func() { ch <- indexed{i, c.probe(gctx, PathTunnel, t)} }()
@@ -273,10 +323,13 @@ func (c *Checker) tunnelGroup(ctx context.Context, targets []Target) groupResult
 			r.Skipped, r.Error = true, "skipped: check already decided"
 		}
 		g.results[in.i] = r
-		if r.Kind == KindCDNTrace || r.Kind == KindIPEcho {
+		proves := c.proves(targets[in.i])
+		if (r.Kind == KindCDNTrace || r.Kind == KindIPEcho) && proves {
 			pendingExit--
 		}
-		if r.OK {
+		// A probe off the vendor's list (rule mode) is shown, but its
+		// answer is not the tunnel's: it may have gone direct.
+		if r.OK && proves {
 			g.up = true
 			if g.country == "" && g.exitIP == "" && (r.Country != "" || r.ExitIP != "") {
 				g.exitIP, g.country = r.ExitIP, r.Country

@@ -32,6 +32,11 @@
 //	  still domestic                                -> DOMESTIC_EXIT
 //	  otherwise                                     -> OK
 //
+// Which tunnel probes count and whether the exit is judged at all depends on
+// the vendor's mode (Judging): in rule mode only probes on the vendor's list
+// prove the tunnel and judge the exit, since the vendor sends everything else
+// direct; in direct mode nothing is judged. Result.ExitCheck says which.
+//
 // OK and TUNNEL_OK are healthy; the watchdog counts the others as failures.
 package health
 
@@ -83,6 +88,44 @@ type Target struct {
 	Name string `json:"name"`
 	URL  string `json:"url"`
 	Kind Kind   `json:"kind"`
+	// Listed: the vendor's rule-mode list covers this target, so in rule
+	// mode it goes through the tunnel (see Judging).
+	Listed bool `json:"listed,omitempty"`
+}
+
+// Judging says which tunnel probes prove the tunnel and whose exit is
+// judged, by the vendor's mode (JudgingFor). Every probe still runs and is
+// reported; a probe that does not prove the tunnel is shown, not counted.
+type Judging int
+
+const (
+	// JudgeAll (mode global): the vendor tunnels everything, so every
+	// tunnel probe proves the tunnel and a domestic exit is a fault.
+	JudgeAll Judging = iota
+	// JudgeListed (mode rule): the vendor tunnels only its own list and
+	// sends the rest direct, foreign sites included (E3), so a probe off
+	// the list exits domestically by design. Only Listed probes prove the
+	// tunnel and have their exit judged; with none listed every probe
+	// proves only that the proxy serves, and the exit is not judged (the
+	// result's ExitCheck says so).
+	JudgeListed
+	// JudgeNone (mode direct): the vendor sends everything direct; every
+	// probe proves the proxy serves, the exit is the ISP's by choice and
+	// is not judged.
+	JudgeNone
+)
+
+// JudgingFor is the one place the exit check is decided per mode: the
+// vendor's --mode as the config spells it ("" and unknown = global's
+// strictness, which never hides a fault).
+func JudgingFor(mode string) Judging {
+	switch mode {
+	case "rule":
+		return JudgeListed
+	case "direct":
+		return JudgeNone
+	}
+	return JudgeAll
 }
 
 // ProbeResult is one probe's answer.
@@ -128,6 +171,10 @@ type Result struct {
 	ExitCountry string        `json:"exit_country,omitempty"`
 	// Confirmed: a domestic exit was seen and checked again.
 	Confirmed bool `json:"confirmed,omitempty"`
+	// ExitCheck says how the exit was judged in this mode (Judging):
+	// which probes judged it, or why it was not judged. Empty when the
+	// check did not get that far.
+	ExitCheck string `json:"exit_check,omitempty"`
 }
 
 // Dialer opens connections along one path; *net.Dialer satisfies it.
@@ -166,6 +213,9 @@ type Config struct {
 	ConfirmDelay    time.Duration // default 3 s
 	DomesticCountry string        // default "CN"
 	ProxyName       string        // comm of the vendor proxy; default "surflare-proxy"
+	// Judging is how the vendor's mode shapes the exit check (JudgingFor);
+	// the zero value judges every probe, as mode global does.
+	Judging Judging
 }
 
 // Defaults.

@@ -25,11 +25,13 @@ type world struct {
 	ip      string // exit IP they report
 	srv     *httptest.Server
 	hang    map[string]bool // host -> handler blocks until the client gives up
+	direct  map[string]bool // host -> reached directly: it sees the ISP address (rule mode, E3)
+	down    map[string]bool // host -> answers 503
 	dials   map[Path]*atomic.Int32
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, country: "US", ip: "198.18.20.1", hang: map[string]bool{},
+	w := &world{t: t, country: "US", ip: "198.18.20.1", hang: map[string]bool{}, direct: map[string]bool{}, down: map[string]bool{},
 		dials: map[Path]*atomic.Int32{PathTunnel: {}, PathProxy: {}, PathEgress: {}}}
 	w.srv = httptest.NewServer(http.HandlerFunc(w.serve))
 	t.Cleanup(w.srv.Close)
@@ -45,9 +47,17 @@ func (w *world) set(country, ip string) {
 func (w *world) serve(rw http.ResponseWriter, r *http.Request) {
 	w.mu.Lock()
 	country, ip, hang := w.country, w.ip, w.hang[r.Host]
+	if w.direct[r.Host] {
+		country, ip = "CN", "198.18.2.2"
+	}
+	down := w.down[r.Host]
 	w.mu.Unlock()
 	if hang {
 		<-r.Context().Done()
+		return
+	}
+	if down {
+		rw.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
 	switch {
@@ -80,13 +90,13 @@ func (d *pathDialer) DialContext(ctx context.Context, network, addr string) (net
 }
 
 var targets = []Target{
-	{"search", "http://search.lab/generate_204", KindSearch},
-	{"trace1", "http://trace1.lab/cdn-cgi/trace", KindCDNTrace},
-	{"trace2", "http://trace2.lab/cdn-cgi/trace", KindCDNTrace},
-	{"echo1", "http://echo1.lab/json", KindIPEcho},
-	{"echo2", "http://echo2.lab/json", KindIPEcho},
-	{"echo3", "http://echo3.lab/", KindIPEcho},
-	{"probe7", "http://lanprobe.lab/generate_204", KindProxyPath},
+	{Name: "search", URL: "http://search.lab/generate_204", Kind: KindSearch},
+	{Name: "trace1", URL: "http://trace1.lab/cdn-cgi/trace", Kind: KindCDNTrace},
+	{Name: "trace2", URL: "http://trace2.lab/cdn-cgi/trace", Kind: KindCDNTrace},
+	{Name: "echo1", URL: "http://echo1.lab/json", Kind: KindIPEcho},
+	{Name: "echo2", URL: "http://echo2.lab/json", Kind: KindIPEcho},
+	{Name: "echo3", URL: "http://echo3.lab/", Kind: KindIPEcho},
+	{Name: "probe7", URL: "http://lanprobe.lab/generate_204", Kind: KindProxyPath},
 }
 
 type fakeLocal struct{ proxy, table, rule bool }
@@ -302,7 +312,7 @@ func TestLaptopWithoutProbe7(t *testing.T) {
 
 func TestHTTPErrorStatusFails(t *testing.T) {
 	f := newFixture(t)
-	f.build(Config{Targets: []Target{{"bad", "http://nothing.lab/", KindSearch}}})
+	f.build(Config{Targets: []Target{{Name: "bad", URL: "http://nothing.lab/", Kind: KindSearch}}})
 	f.c.deps.Proxy = nil
 	f.c.proxy = nil
 	r := f.c.Check(context.Background())

@@ -172,12 +172,20 @@ func labConfig(l *Lab) uciFile {
 	// URL: a storm of the urltest endpoint is what ADR-0001 is about.
 	f.section("storm503", "storm503").opt("probe_url", fakes.DefaultLabInfo(l.Dir, "").URLTestURL)
 
-	probe := func(name, kind, url string) { f.section("probe", name).opt("kind", kind).opt("url", url) }
+	probe := func(name, kind, url string) *uciSection {
+		return f.section("probe", name).opt("kind", kind).opt("url", url)
+	}
 	// Probes ask for "/", not the urltest target: the lab's 503 storm hits
-	// only the urltest endpoint, as ADR-0001's does.
-	probe("search", "search", "http://"+Search.String()+"/")
+	// only the urltest endpoint, as ADR-0001's does. The search host and the
+	// first CDN trace are on the fake vendor's rule-mode list
+	// (fakes.DefaultRuleList), as Google is on the real one: marked listed,
+	// they prove the tunnel and judge its exit in rule mode (health.Judging).
+	probe("search", "search", "http://"+Search.String()+"/").opt("listed", "1")
 	for i, a := range CDNTrace {
-		probe(fmt.Sprintf("cdn%d", i+1), "cdn-trace", "http://"+a.String()+"/cdn-cgi/trace")
+		p := probe(fmt.Sprintf("cdn%d", i+1), "cdn-trace", "http://"+a.String()+"/cdn-cgi/trace")
+		if i == 0 {
+			p.opt("listed", "1")
+		}
 	}
 	for i, a := range IPEcho {
 		probe(fmt.Sprintf("echo%d", i+1), "ip-echo", "http://"+a.String()+"/")

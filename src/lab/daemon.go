@@ -60,6 +60,13 @@ type DaemonState struct {
 		To     string    `json:"to"`
 		Reason string    `json:"reason"`
 	} `json:"last_transitions"`
+	// LastCheck is the last health check's verdict, with how the exit was
+	// judged in the daemon's mode (health.Result.ExitCheck).
+	LastCheck *struct {
+		Outcome   string `json:"outcome"`
+		Reason    string `json:"reason"`
+		ExitCheck string `json:"exit_check"`
+	} `json:"last_check"`
 	// PID is the daemon's process id as it reports it.
 	PID int `json:"pid"`
 

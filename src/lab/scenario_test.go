@@ -201,7 +201,8 @@ func TestEveryScenarioIsRegistered(t *testing.T) {
 	}
 	for _, want := range []string{ScenarioNodeDown, ScenarioNodeBlackhole, ScenarioRelayBlackhole, ScenarioProxyCrash,
 		ScenarioDomesticExit, ScenarioAuthExpired, ScenarioAuth429, ScenarioSubscription, ScenarioAPIDownReconnect,
-		ScenarioStorm, ScenarioKill9Connect, ScenarioProxyLoop, ScenarioDNSLeak} {
+		ScenarioStorm, ScenarioKill9Connect, ScenarioProxyLoop, ScenarioDNSLeak,
+		ScenarioModeGlobal, ScenarioModeRule, ScenarioModeDirect} {
 		if !slices.Contains(names, want) {
 			t.Errorf("scenario %s not registered (have %q)", want, names)
 		}

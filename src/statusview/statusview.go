@@ -40,6 +40,7 @@ type status struct {
 		Reason     string    `json:"reason"`
 		At         time.Time `json:"at"`
 		DurationMS int64     `json:"duration_ms"`
+		ExitCheck  string    `json:"exit_check"`
 	} `json:"last_check"`
 	Signals struct {
 		Diag               bool       `json:"diag"`
@@ -177,6 +178,11 @@ func (s status) rows(now time.Time) [][2]string {
 	if s.Exit.IP != "" || s.Exit.Country != "" {
 		exit = strings.TrimSpace(s.Exit.IP + " " + s.Exit.Country)
 		exit += ", checked " + Ago(checkedAt, now)
+	}
+	// In modes rule and direct the exit may be the ISP's by the vendor's
+	// design; say so rather than let a domestic exit look like a leak.
+	if lc := s.LastCheck; lc != nil && strings.HasPrefix(lc.ExitCheck, "not judged") {
+		exit += " (" + lc.ExitCheck + ")"
 	}
 	wan := "up"
 	if s.Signals.WANDown {

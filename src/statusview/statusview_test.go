@@ -126,3 +126,20 @@ func TestAges(t *testing.T) {
 		t.Error("never / past / future")
 	}
 }
+
+// In rule mode without a listed probe the exit is not judged: the exit
+// line says so, so a domestic exit does not read as a leak (issue 18).
+func TestExitNotJudgedShown(t *testing.T) {
+	why := "not judged: in mode rule the vendor sends sites off its list direct, and no probe is marked as on it (probe.listed)"
+	out := render(canned(t, func(m map[string]any) {
+		m["last_check"].(map[string]any)["exit_check"] = why
+	}), Options{})
+	if !strings.Contains(out, "exit:") || !strings.Contains(out, "checked 20 s ago ("+why+")") {
+		t.Errorf("exit line does not carry the reason:\n%s", out)
+	}
+	if out := render(canned(t, func(m map[string]any) {
+		m["last_check"].(map[string]any)["exit_check"] = "judged on every probe"
+	}), Options{}); strings.Contains(out, "judged") {
+		t.Errorf("a judged exit needs no note:\n%s", out)
+	}
+}

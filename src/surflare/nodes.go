@@ -2,6 +2,7 @@ package surflare
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"surflare-watchdog/src/suggest"
@@ -51,4 +52,34 @@ func ResolveNode(input string, listed, candidates []string) (string, error) {
 		return n, nil
 	}
 	return "", &UnknownNodeError{Input: input, Suggestions: suggest.Closest(input, known, 3), Known: known}
+}
+
+// UnlistedNodes checks the configured names (the preferred node and the
+// rotation candidates) against the vendor's live list (`surflare nodes`):
+// one *UnknownNodeError per name the vendor does not list, with the
+// closest listed names as suggestions. `auto` is always valid (E1). The
+// config cannot do this when it loads: the list is only known at runtime
+// and changes (E1: a rotation must not assume it is fixed), so a name the
+// vendor drops later is reported at the next refresh. A name that differs
+// from a listed tag only in case or separators is reported too, since
+// connect takes the exact tag. An empty listed says nothing: no errors.
+func UnlistedNodes(names, listed []string) []*UnknownNodeError {
+	if len(listed) == 0 {
+		return nil
+	}
+	var out []*UnknownNodeError
+	seen := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" || n == AutoNode || seen[n] || slices.Contains(listed, n) {
+			continue
+		}
+		seen[n] = true
+		sugg := suggest.Closest(n, listed, 3)
+		if m, ok := suggest.Find(n, listed); ok {
+			sugg = []string{m}
+		}
+		out = append(out, &UnknownNodeError{Input: n, Suggestions: sugg, Known: slices.Clone(listed)})
+	}
+	return out
 }

@@ -55,3 +55,27 @@ func TestResolveNodeWithoutVendorList(t *testing.T) {
 		t.Fatal("a name nobody knows is refused")
 	}
 }
+
+// The configured node and candidates checked against the vendor's live
+// list (E1): auto and listed tags (Tokyo among them) pass; a name the
+// vendor does not list is named, with a did-you-mean; a wrong case is
+// reported with the exact tag; nothing is judged without a list.
+func TestUnlistedNodes(t *testing.T) {
+	listed := []string{"Dallas", "Los Angeles", "Tokyo"}
+	got := UnlistedNodes([]string{"auto", "Tokyo", "Dalas", "los angeles", "Miami", "Dalas"}, listed)
+	var msgs []string
+	for _, e := range got {
+		msgs = append(msgs, e.Error())
+	}
+	want := []string{
+		`unknown node "Dalas": did you mean "Dallas"?`,
+		`unknown node "los angeles": did you mean "Los Angeles"?`,
+		`unknown node "Miami"; known nodes: Dallas, Los Angeles, Tokyo`,
+	}
+	if strings.Join(msgs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("UnlistedNodes:\n%s\nwant:\n%s", strings.Join(msgs, "\n"), strings.Join(want, "\n"))
+	}
+	if got := UnlistedNodes([]string{"Miami"}, nil); got != nil {
+		t.Errorf("without a list: %v, want nothing", got)
+	}
+}

@@ -109,8 +109,11 @@ var USExits = []string{"Dallas", "Los Angeles", "Chicago", "New York", "Atlanta"
 // DefaultRuleList is the lab's stand-in for the vendor's blocklist: the
 // names under foreign.lab, blocked.ipecho.lab (an IP echo reached by name,
 // so a client sees its exit) and the account API's address (the client
-// tunnels its own API calls). open.ipecho.lab and domestic.lab are not on it.
-var DefaultRuleList = []string{"foreign.lab", "search.lab", "blocked.ipecho.lab", "198.18.40.1/32"}
+// tunnels its own API calls), and by address the search host (search.lab,
+// the lab's Google) and the first CDN trace host: the daemon's lab probes
+// reach them by address, and the lab config marks those two probes listed.
+// open.ipecho.lab and domestic.lab are not on it.
+var DefaultRuleList = []string{"foreign.lab", "search.lab", "blocked.ipecho.lab", "198.18.40.1/32", "198.18.30.21/32", "198.18.30.11/32"}
 
 // DefaultVendor is the evidence's behaviour wherever it does not break the
 // daemon as it is today; the exceptions keep the old fake's behaviour and

@@ -116,9 +116,10 @@ return view.extend({
 		o.rmempty = false;
 
 		o = s.taboption('general', form.ListValue, 'mode', _('Mode'),
-			_('Rule: domestic (cn_direct) destinations go direct. Global: everything goes through the tunnel.'));
+			_('The Surflare client\'s mode. Rule: it tunnels only the sites on its own list and sends the rest direct, foreign sites too. Global: it tunnels everything it gets. Direct: it tunnels nothing. In every mode domestic (cn_direct) destinations go direct.'));
 		o.value('rule', _('Rule'));
 		o.value('global', _('Global'));
+		o.value('direct', _('Direct'));
 		o.default = 'rule';
 
 		o = s.taboption('general', form.ListValue, 'role', _('Role'),
@@ -128,13 +129,17 @@ return view.extend({
 		o.value('laptop', _('Laptop'));
 		o.default = 'auto';
 
-		o = s.taboption('general', form.Value, 'node', _('Preferred node'), _('Exit node connected at start.'));
+		// Any tag `surflare nodes` lists is valid (Tokyo too), and auto lets
+		// Surflare pick; the daemon warns about a name the client does not list.
+		o = s.taboption('general', form.Value, 'node', _('Preferred node'), _('Exit node connected at start; auto lets Surflare pick.'));
 		nodes.forEach(function(n) { o.value(n); });
+		if (nodes.indexOf('auto') < 0) o.value('auto');
 		o.rmempty = false;
 
 		o = s.taboption('general', form.DynamicList, 'candidate', _('Rotation candidates'),
-			_('Nodes tried in this order when the current one fails.'));
+			_('Nodes tried in this order when the current one fails; auto lets Surflare pick.'));
 		nodes.forEach(function(n) { o.value(n); });
+		if (nodes.indexOf('auto') < 0) o.value('auto');
 
 		o = s.taboption('general', form.Value, 'transit', _('Transit relay'), _('Relay passed to connect; auto lets Surflare choose.'));
 		o.placeholder = 'auto';

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"surflare-watchdog/src/config"
-	"surflare-watchdog/src/detectors/idleprobe"
 	"surflare-watchdog/src/detectors/storm503"
 	"surflare-watchdog/src/watchdog"
 )
@@ -35,10 +34,11 @@ func (d *Daemon) startStorm503Probe(ctx context.Context, c *config.Config) {
 		ActiveWindow: c.Storm503.ActiveWindow,
 		URL:          c.Storm503.ProbeURL,
 		Ask: func(ctx context.Context) (int, error) {
-			// As the idle probe's beat: a healthy tunnel answers a 204 in
-			// well under this; the probe asks twice before it calls a miss.
-			ctx, cancel := context.WithTimeout(ctx, idleprobe.DefaultTimeout)
-			defer cancel()
+			// Bounded by probe_timeout (5 s), not the idle probe's 2 s:
+			// this probe also runs under LAN traffic on a lossy line, and
+			// a miss (two asks in a row with no answer) asks for a
+			// confirming check that its evidence lets rotate. A dead node
+			// refuses at once; only a black hole waits the timeouts out.
 			return d.prober.p.Load().TunnelStatus(ctx, c.Storm503.ProbeURL)
 		},
 		Miss: func(node string, err error) {

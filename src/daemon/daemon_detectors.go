@@ -119,7 +119,7 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 		}
 	}
 	if c.Main.IdleProbeInterval > 0 {
-		s.idleMiss = &idleMissEvidence{} // fed by startIdleProbe, read by corroborator
+		s.idleMiss = &idleMissEvidence{} // fed by the idle probe and the 503 probe (the heartbeat), read by corroborator
 	}
 	s.proxy = &proxyWatch{procs: d.procs, comm: c.Vendor.ProxyComm, clamp: s.clamp, guard: s.guard, log: d.log}
 	return nil

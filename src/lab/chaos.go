@@ -44,7 +44,7 @@ const (
 	// A goroutine per health check leaked would be hundreds an hour; the
 	// in-flight probes of one check come and go within a sample or two.
 	maxGoroutineGrowthPerHour = 60
-	maxRSSGrowthPerHourKB  = 16 << 10
+	maxRSSGrowthPerHourKB     = 16 << 10
 	// minSlopeSpan is the least post-warm-up time a slope is judged over.
 	minSlopeSpan = 10 * time.Minute
 )
@@ -140,10 +140,6 @@ type ChaosResult struct {
 	Leaked     uint64                        `json:"leaked_packets"`
 	FDs        ChaosSlope                    `json:"fds"`
 	Threads    ChaosSlope                    `json:"threads"`
-	Goroutines ChaosSlope                    `json:"goroutines"`
-	// ScrapeFails counts samples whose /metrics scrape failed (no
-	// goroutine figure for them).
-	ScrapeFails int `json:"metrics_scrape_failures"`
 	RSSKB      ChaosSlope                    `json:"rss_kb"`
 	Traffic    map[string]chaosTrafficCounts `json:"traffic"`
 	Daemon     struct {
@@ -159,6 +155,10 @@ type ChaosResult struct {
 	Leftovers []string `json:"leftovers"`
 	Notes     []string `json:"notes,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Goroutines is the slope of the daemon's go_goroutines; ScrapeFails
+	// counts samples whose /metrics scrape failed (no goroutine figure).
+	Goroutines  ChaosSlope `json:"goroutines"`
+	ScrapeFails int        `json:"metrics_scrape_failures"`
 }
 
 // OK reports whether every invariant held.
@@ -179,7 +179,8 @@ type chaosRun struct {
 	watch      *chaosWatch
 	traffic    *chaosTraffic
 	goodConfig []byte
-	// runDir is the daemon's run dir as the host sees it (a 2 MB tmpfs).
+	// runDir is the daemon's run dir as the host sees it: the lab's (a 2 MB
+	// tmpfs) or the box's /tmp/run.
 	runDir string
 	// stopLog ends the OpenWrt router's log follower (nil in the lab).
 	stopLog func()

@@ -143,7 +143,7 @@ type chaosBurst struct {
 type chaosSchedule struct {
 	r          *rand.Rand
 	cat        []chaosKind // the catalogue drawn from
-	restarts   int // daemon restarts drawn so far
+	restarts   int         // daemon restarts drawn so far
 	maxRestart int
 }
 

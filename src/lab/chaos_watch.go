@@ -72,7 +72,7 @@ type chaosWatch struct {
 	panics     int
 	// scrapeFails counts samples whose /metrics scrape failed.
 	scrapeFails int
-	wg         sync.WaitGroup
+	wg          sync.WaitGroup
 }
 
 func newChaosWatch(l *Lab, sup chaosDaemon, runDir string) *chaosWatch {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -260,17 +261,36 @@ func newProcdWatch(l *Lab) *procdWatch {
 		policy: procdPolicy{Threshold: ProcdRespawnThreshold, Timeout: ProcdRespawnTimeout, Retry: ProcdRespawnRetry}}
 }
 
-// findDaemon is the host pid of `surflare-watchdog run` in the router
-// (0 if none): `status --json` and the init script's calls share its comm.
+// findDaemon is the host pid of procd's instance, `surflare-watchdog
+// run` whose parent is the box's PID 1 (0 if none). The parent matters:
+// `status --json` shares the comm, and every child the daemon forks has
+// its comm and command line until it execs (a vfork child that sorts
+// first once host pids wrap would pass for a new instance).
 func (p *procdWatch) findDaemon() int {
+	init := p.l.Box().PID
 	for _, pid := range p.l.ProcsByComm(RoleRouter, boxDaemonComm) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if len(args) > 1 && args[1] == "run" {
+		if len(args) > 1 && args[1] == "run" && parentPID(pid) == init {
 			return pid
+		}
+	}
+	return 0
+}
+
+// parentPID is /proc/PID/status's PPid (0 if unreadable).
+func parentPID(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
 		}
 	}
 	return 0

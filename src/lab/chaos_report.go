@@ -44,7 +44,7 @@ func (c *chaosRun) report(res *ChaosResult) {
 	for _, e := range exits {
 		if !e.Expected {
 			unexpected++
-			c.watch.violate(invExits, "daemon pid %d exited by itself after %s: %s", e.PID, e.End.Sub(e.Start).Round(time.Millisecond), e.Status)
+			c.watch.violateAt(e.End, invExits, "daemon pid %d exited by itself after %s: %s", e.PID, e.End.Sub(e.Start).Round(time.Millisecond), e.Status)
 		}
 	}
 	if halted {

@@ -108,9 +108,15 @@ func (w *chaosWatch) start(ctx context.Context) {
 func (w *chaosWatch) wait() { w.wg.Wait() }
 
 func (w *chaosWatch) violate(inv, format string, a ...any) {
+	w.violateAt(time.Now(), inv, format, a...)
+}
+
+// violateAt records a violation judged later (at the report) at the time
+// it happened, so its timeline and log excerpt are the ones around it.
+func (w *chaosWatch) violateAt(at time.Time, inv, format string, a ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.viol = append(w.viol, ChaosViolation{At: time.Now(), Invariant: inv, Detail: fmt.Sprintf(format, a...)})
+	w.viol = append(w.viol, ChaosViolation{At: at, Invariant: inv, Detail: fmt.Sprintf(format, a...)})
 }
 
 // sample reads the leak counters and the daemon's /proc figures.

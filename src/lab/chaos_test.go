@@ -205,3 +205,37 @@ func TestFindMetric(t *testing.T) {
 		t.Error("a missing series gave no error")
 	}
 }
+
+// The goroutine invariant is judged from the daemon's go_goroutines: a
+// steady leak over the judged span breaks it, a flat count holds, and a
+// run where /metrics never answered cannot claim it held.
+func TestChaosGoroutineInvariant(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	verdict := func(g func(minute int) int) ChaosInvariant {
+		t.Helper()
+		w := &chaosWatch{stateFiles: map[string]int{}}
+		for m := range 12 {
+			at := t0.Add(chaosWarmupExclude + time.Duration(m)*time.Minute)
+			w.procs = append(w.procs, procSample{At: at, PID: 1, Start: t0, FDs: 20, Threads: 10, RSSKB: 18000, Goroutines: g(m)})
+		}
+		c := &chaosRun{sup: newSupervisor(nil, nil), watch: w, traffic: newChaosTraffic(nil)}
+		res := &ChaosResult{}
+		c.report(res)
+		for _, i := range res.Invariants {
+			if i.Name == invGoroutines {
+				return i
+			}
+		}
+		t.Fatal("no goroutine invariant in the report")
+		return ChaosInvariant{}
+	}
+	if v := verdict(func(int) int { return 40 }); !v.Held {
+		t.Errorf("a flat goroutine count broke the invariant: %s", v.Figure)
+	}
+	if v := verdict(func(m int) int { return 40 + 3*m }); v.Held {
+		t.Errorf("3 goroutines a minute (180/h) over 11 min held: %s", v.Figure)
+	}
+	if v := verdict(func(int) int { return -1 }); v.Held {
+		t.Errorf("no scrape answered, yet the invariant held: %s", v.Figure)
+	}
+}

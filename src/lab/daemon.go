@@ -91,6 +91,13 @@ func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
 // StartDaemonArgs is StartDaemon with extra `run` flags (e.g.
 // --open-on-exit).
 func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string) (int, error) {
+	return l.startDaemon(ctx, args, nil, sets)
+}
+
+// startDaemon is StartDaemonArgs; files are handed to the daemon as
+// descriptors 3, 4, … (exec.Cmd.ExtraFiles), as a parent that leaks
+// descriptors would (fds_e5_test.go).
+func (l *Lab) startDaemon(ctx context.Context, args []string, files []*os.File, sets []string) (int, error) {
 	if l.box != nil {
 		if len(args) > 0 {
 			return 0, fmt.Errorf("lab %s: the OpenWrt router's daemon runs as procd starts it (no extra flags: %v)", l.Prefix, args)
@@ -111,7 +118,9 @@ func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string
 		}
 	}
 	argv := append([]string{"run", "--config", l.DaemonConfigPath()}, args...)
-	pid, err := l.startLogged(DaemonName, l.daemonCommand(argv...), l.startInRouterNet)
+	cmd := l.daemonCommand(argv...)
+	cmd.ExtraFiles = files
+	pid, err := l.startLogged(DaemonName, cmd, l.startInRouterNet)
 	if err != nil {
 		return 0, err
 	}

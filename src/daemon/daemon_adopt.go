@@ -15,6 +15,7 @@ import (
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/route"
+	"surflare-watchdog/src/runfiles"
 )
 
 // A restart keeps the tunnel (watchdog/adopt.go); a stop ends it. The
@@ -31,11 +32,11 @@ import (
 // healthy. A plain SIGTERM stops as it always did: the tunnel is
 // disconnected, the kill switch stays armed.
 
-// HandoverFile, in the run directory, asks the next SIGTERM to hand the
-// tunnel over. The init scripts write it; the daemon removes it at start
-// (a stale one must not turn a later stop into a handover) and when it
-// acts on it.
-const HandoverFile = "surflare_watchdog.handover"
+// HandoverFile (runfiles.HandoverFile), in the run directory, asks the
+// next SIGTERM to hand the tunnel over. The init scripts write it; the
+// daemon removes it at start (a stale one must not turn a later stop into
+// a handover) and when it acts on it.
+const HandoverFile = runfiles.HandoverFile
 
 // handoverFresh is how old HandoverFile may be: the init script writes it
 // right before the stop, so an older one is a leftover of a restart whose

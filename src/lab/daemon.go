@@ -99,7 +99,7 @@ func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string
 // descriptors would (fds_e5_test.go).
 func (l *Lab) startDaemon(ctx context.Context, args []string, files []*os.File, sets []string) (int, error) {
 	if l.box != nil {
-		if len(args) > 0 {
+		if len(args) > 0 || len(files) > 0 {
 			return 0, fmt.Errorf("lab %s: the OpenWrt router's daemon runs as procd starts it (no extra flags: %v)", l.Prefix, args)
 		}
 		return l.startBoxDaemon(ctx, sets)
@@ -275,7 +275,7 @@ func (l *Lab) signalDaemon(ctx context.Context, sig syscall.Signal) (time.Durati
 		return time.Since(start), ctx.Err()
 	}
 	took := time.Since(start)
-	if sig == syscall.SIGTERM && !p.cmd.ProcessState.Success() {
+	if (sig == syscall.SIGTERM || sig == syscall.SIGQUIT) && !p.cmd.ProcessState.Success() {
 		return took, fmt.Errorf("lab %s: daemon exited with %v after SIGTERM; log tail:\n%s", l.Prefix, p.cmd.ProcessState, l.daemonLogTail(20))
 	}
 	return took, nil

@@ -112,4 +112,3 @@ func (w *Watchdog) Handover(ctx context.Context) error {
 
 // handoverStopLocked reports whether this stop hands the tunnel over.
 func (w *Watchdog) handoverStopLocked() bool { return w.handover && !w.f.stopOpen }
-

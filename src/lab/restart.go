@@ -165,7 +165,7 @@ func restartHealthy(ctx context.Context, h *Harness) error {
 		if _, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy); err != nil {
 			return fmt.Errorf("after the %s restart: %w", how, err)
 		}
-		downS[string(how)] = seconds3(time.Since(start).Seconds())
+		downS[string(how)] = time.Since(start).Round(time.Millisecond).Seconds()
 		h.Observe(ctx, restartSettle)
 	}
 	h.waitFor(ctx, clientTimeout+time.Second, func() bool { return h.mon.settledBefore(time.Now()) })

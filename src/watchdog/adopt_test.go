@@ -144,3 +144,23 @@ func TestHandoverStopKeepsTunnel(t *testing.T) {
 		})
 	}
 }
+
+// The steps adoption keeps running are named as CrashCleanup names them: a
+// rename must not silently turn a harmless step off (or, by a new name, on).
+func TestAdoptSafeStepsExist(t *testing.T) {
+	var names []string
+	for _, st := range CrashCleanup(CleanupHooks{RunDir: t.TempDir(), FlushVendor: func(context.Context) error { return nil },
+		OrphanedTrace: func(context.Context) error { return nil }}) {
+		names = append(names, st.Name)
+	}
+	for n := range adoptSafeSteps {
+		if !slices.Contains(names, n) {
+			t.Errorf("adoptSafeSteps names %q, which CrashCleanup does not have (%q)", n, names)
+		}
+	}
+	for _, n := range []string{"stale proxy holding the proxy port", "flush vendor table"} {
+		if adoptSafeSteps[n] {
+			t.Errorf("%q ends the tunnel, yet it runs while adopting", n)
+		}
+	}
+}

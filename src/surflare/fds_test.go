@@ -1,4 +1,4 @@
-package daemon
+package surflare
 
 import (
 	"path/filepath"
@@ -20,7 +20,7 @@ func TestCloseInheritedOnExec(t *testing.T) {
 	if flags, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); flags&unix.FD_CLOEXEC != 0 {
 		t.Fatal("the test descriptor is close-on-exec already: the test would prove nothing")
 	}
-	closeInheritedOnExec()
+	CloseInheritedOnExec()
 	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
 	if err != nil {
 		t.Fatalf("descriptor closed instead of marked: %v", err)

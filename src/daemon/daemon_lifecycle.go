@@ -30,6 +30,10 @@ func (d *Daemon) stopOnSignal(ctx context.Context, cancel context.CancelFunc) {
 		d.log.Error("Stop took longer than " + stopDeadline.String() + "; exiting now (the kill switch stays as it is)")
 		os.Exit(1) // the CLI's exit code for a failed command
 	})
+	// An init script's restart (daemon_adopt.go): leave the tunnel.
+	if handoverRequested(d.cfgs.Get().Paths.RunDir) && d.handover(HandoverFile) {
+		return
+	}
 	if d.opts.OpenOnExit {
 		sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		err := d.w.Shutdown(sctx, true)

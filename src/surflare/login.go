@@ -98,6 +98,7 @@ func (c *Client) loginPTY(ctx context.Context, pass string) (result, error) {
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	// Setsid makes the child a session and process-group leader; Setctty
 	// makes the pty its /dev/tty, where a password prompt is read from.
+	CloseInheritedOnExec() // E5, as in run
 	master, err := pty.StartWithAttrs(cmd, nil, &syscall.SysProcAttr{Setsid: true, Setctty: true})
 	if err != nil {
 		return result{}, fmt.Errorf("starting %s login on a pty: %w", c.opts.Bin, err)

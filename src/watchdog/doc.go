@@ -117,6 +117,12 @@
 // nodes log health marks dead. The open cycle's failures carry over, so
 // rotation and storm protection continue across a kill -9.
 //
+// When that tunnel is healthy, whole in the kernel (Deps.TunnelIntact) and
+// on the node chosen anyway, it is adopted instead of reconnected: the
+// tunnel-ending cleanup steps are skipped and the LAN never leaves the
+// proxy (adopt.go). Handover is the stop for a restart that leaves the
+// tunnel, the kill switch and the LAN tables to the next instance.
+//
 // The seed design had two storm rules that contradict each other: "N
 // reconnects within the window means a storm: cool down" and "cool down when
 // every candidate is exhausted". With 6 candidates and a limit of 6 the first

@@ -46,8 +46,12 @@ type facts struct {
 	// proxy; cleared when a connect starts, a storm cooldown begins or the
 	// kill switch is dropped (firewallmode.go).
 	lanProxied bool
-	stopOpen   bool         // the stop removes the kill switch too (--open-on-exit)
-	pre        blockerFacts // what the last preflight found (preflight.go)
+	// adopting: startup found the whole tunnel a previous instance had
+	// verified still in the kernel (adopt.go); the LAN stays in the proxy
+	// while it is checked, instead of being reset for the look.
+	adopting bool
+	stopOpen bool         // the stop removes the kill switch too (--open-on-exit)
+	pre      blockerFacts // what the last preflight found (preflight.go)
 }
 
 // authFacts are the authentication half of the facts.

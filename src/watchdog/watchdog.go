@@ -95,6 +95,7 @@ type Watchdog struct {
 
 	shutdown     bool
 	shutdownOpen bool
+	handover     bool // the stop leaves the tunnel to the next instance (adopt.go)
 
 	subs    map[int]chan Event
 	nextSub int
@@ -155,7 +156,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	w.opCtx, w.opCancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.mu.Unlock()
 
-	vt, haveVT, err := w.startup(ctx)
+	plan, err := w.startup(ctx)
 	if err != nil {
 		if ctx.Err() != nil { // stopped during startup: a clean stop
 			w.stop(ctx, false)
@@ -167,17 +168,23 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.f.started = true
-	node, why := w.chooseStartLocked(vt, haveVT) // loads the memory the preflight's facts need
+	node, why := plan.node, plan.why
 	w.node = node
+	if plan.adopt {
+		w.adoptLocked(plan.vt)
+	}
 	w.mu.Unlock()
 	w.startupPreflight(ctx)
 	w.mu.Lock()
 	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
-	if w.f.pre.blocked() {
+	switch {
+	case plan.adopt:
+		// Connected already: the tunnel was kept (adopt.go).
+	case w.f.pre.blocked():
 		// A local cause: no node is tried, none is marked failed; the
 		// preflight runs again every CheckInterval and on `check`.
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s once the router is ready: %s", node, w.transit, why))
-	} else {
+	default:
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
 		w.startConnectLocked(w.node, "startup", byEngineUnlimited)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/nftables"
@@ -35,6 +36,12 @@ type Firewall struct {
 
 	guardInterval time.Duration
 	lastSpec      *Spec // last Spec applied successfully (for logs and Guard)
+
+	// Guard's nftables monitor (guard.go): events seen, whether it runs,
+	// periodic passes that had nothing to read back.
+	nftEvents  atomic.Uint64
+	monitoring atomic.Bool
+	guardSkips atomic.Int64
 
 	wanMu   sync.Mutex
 	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)

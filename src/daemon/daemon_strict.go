@@ -22,6 +22,14 @@ type serverPortsWatch struct {
 	fw   *fwAdapter
 	log  *slog.Logger
 	seen map[uint16]bool
+
+	// read: the set was read while the guard's nftables monitor ran, after
+	// it had counted readAt events. While the count stays there no
+	// nftables transaction has been committed, so the set is as read and
+	// the poll costs no netlink round trip (issue 19: this poll was a
+	// tenth of an idle daemon's CPU).
+	read   bool
+	readAt uint64
 }
 
 // serverPortsPoll: how often the vendor's set is read (two small netlink
@@ -41,8 +49,11 @@ func (w *serverPortsWatch) run(ctx context.Context) error {
 }
 
 func (w *serverPortsWatch) once(ctx context.Context) {
-	for p := range w.fw.fw.VendorServerPorts(ctx) {
-		w.seen[p] = true
+	if n, ok := w.fw.fw.NFTEvents(); !ok || !w.read || n != w.readAt {
+		for p := range w.fw.fw.VendorServerPorts(ctx) {
+			w.seen[p] = true
+		}
+		w.read, w.readAt = ok, n
 	}
 	if len(w.seen) == 0 {
 		return

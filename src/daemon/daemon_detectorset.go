@@ -16,6 +16,7 @@ import (
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/procscan"
+	"surflare-watchdog/src/relays"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -31,6 +32,7 @@ type detectorSet struct {
 	guard       *loopguard.Guard
 	clamp       *keepalive.Clamp
 	proxy       *proxyWatch
+	learner     *relays.Learner // poked on every transition (it backs off while steady)
 }
 
 // DetectorStates is watchdog.DetectorSource.

@@ -82,6 +82,9 @@ func (d *Daemon) startEvents(ctx context.Context) {
 		default:
 		}
 		d.fast.pokeTracker()
+		if d.dets.learner != nil {
+			d.dets.learner.Poke() // a new tunnel may use new relays
+		}
 		if d.fast != nil && d.fast.logs != nil {
 			// A new state is a new question: the urltest of a
 			// fresh tunnel may ask for its check at once.

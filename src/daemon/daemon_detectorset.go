@@ -124,7 +124,6 @@ type proxyWatch struct {
 
 	mu  sync.Mutex
 	pid int
-	fds procscan.FDUsage
 }
 
 // proxyInfo is the proxy part of the daemon's status.
@@ -149,19 +148,20 @@ func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
 	}
 }
 
+// once notes the proxy's pid. Its descriptors are counted only for a new
+// proxy (the log line) and when the status asks (info): counting them every
+// second listed /proc/PID/fd — hundreds of entries on a busy router — for
+// nobody (issue 19).
 func (p *proxyWatch) once() {
 	pid := p.procs.First(p.comm)
-	var fds procscan.FDUsage
-	if pid > 0 {
-		fds, _ = p.procs.scan.FDs(pid)
-	}
 	p.mu.Lock()
 	changed := pid != p.pid
-	p.pid, p.fds = pid, fds
+	p.pid = pid
 	p.mu.Unlock()
 	if !changed || pid == 0 {
 		return
 	}
+	fds, _ := p.procs.scan.FDs(pid)
 	if err := p.clamp.AddPID(pid); err != nil {
 		p.log.Warn("Keepalive clamp: moving the proxy failed", "pid", pid, "err", err)
 	}
@@ -173,9 +173,15 @@ func (p *proxyWatch) once() {
 	p.log.Info(fmt.Sprintf("Proxy started: pid %d, %d fds open, nofile %d", pid, fds.Open, fds.Limit))
 }
 
-// info is the last view of the proxy.
+// info is the proxy as of now: the pid last seen, its descriptors counted
+// at the call.
 func (p *proxyWatch) info() proxyInfo {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return proxyInfo{PID: p.pid, FDs: p.fds.Open, NoFile: p.fds.Limit}
+	pid := p.pid
+	p.mu.Unlock()
+	var fds procscan.FDUsage
+	if pid > 0 {
+		fds, _ = p.procs.scan.FDs(pid)
+	}
+	return proxyInfo{PID: pid, FDs: fds.Open, NoFile: fds.Limit}
 }

@@ -43,6 +43,9 @@ type Firewall struct {
 	monitoring atomic.Bool
 	guardSkips atomic.Int64
 
+	readMu   sync.Mutex
+	readConn *nftables.Conn // the counters' socket (counters.go)
+
 	wanMu   sync.Mutex
 	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)
 }

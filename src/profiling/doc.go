@@ -8,7 +8,8 @@
 // With the tag, the daemon profiles when SURFLARE_WATCHDOG_PROFILE is set
 // to DIR,DELAY,WINDOW (e.g. /tmp/prof,40s,60s): DELAY after the process
 // starts it records the CPU for WINDOW, then writes DIR/cpu-PID.pprof and
-// DIR/heap-PID.pprof (the heap at the window's end, after a GC). A timed
+// DIR/heap-PID.pprof (the heap at the window's end, after a GC) and
+// DIR/heap-PID.txt (the same as text, with runtime.MemStats). A timed
 // window, not a profile until exit, because the footprint figure is a
 // steady window too and the daemon's start and stop would swamp it.
 package profiling

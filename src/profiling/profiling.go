@@ -56,6 +56,10 @@ func run(dir string, delay, window time.Duration) {
 		return
 	}
 	defer cpu.Close()
+	// 1000 Hz, not the default 100: an idle daemon's minute is a few
+	// hundred milliseconds of CPU, too few samples at 100 Hz to rank.
+	// (StartCPUProfile then warns that the rate was already set.)
+	runtime.SetCPUProfileRate(1000)
 	if err := pprof.StartCPUProfile(cpu); err != nil {
 		slog.Error("profiling: cannot start the CPU profile", "err", err)
 		return
@@ -73,6 +77,12 @@ func run(dir string, delay, window time.Duration) {
 	if err := pprof.Lookup("heap").WriteTo(heap, 0); err != nil {
 		slog.Error("profiling: cannot write the heap profile", "err", err)
 		return
+	}
+	// The text form ends with runtime.MemStats: heap in use and idle,
+	// stacks, what was returned to the OS — the anonymous half of RSS.
+	if txt, err := os.Create(filepath.Join(dir, fmt.Sprintf("heap-%d.txt", pid))); err == nil {
+		pprof.Lookup("heap").WriteTo(txt, 1)
+		txt.Close()
 	}
 	slog.Info("profiling: profiles written", "dir", dir)
 }

@@ -253,6 +253,7 @@ func (d *Daemon) keepLearned(s firewall.Spec) firewall.Spec {
 // Run is the daemon's life: lock, assemble, supervise, stop. It returns
 // when the engine has stopped (ctx cancelled = SIGTERM/SIGINT).
 func (d *Daemon) Run(ctx context.Context) error {
+	setMemoryLimit(d.log)
 	c := d.cfgs.Get()
 	runDir := c.Paths.RunDir
 	if err := os.MkdirAll(runDir, 0o755); err != nil {

@@ -133,9 +133,16 @@ type proxyInfo struct {
 	NoFile int `json:"nofile"` // soft RLIMIT_NOFILE; -1 = unlimited
 }
 
-// run polls every second and whenever poke fires, until ctx ends.
-func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
-	t := time.NewTicker(time.Second)
+// trackedProxyPoll is the proxy watch's poll while the fast signals'
+// proxy tracker runs: the tracker holds a pidfd on each proxy and reports
+// every new one (changed), so the poll is only a safety net. Without the
+// tracker it polls every second, as before.
+const trackedProxyPoll = 30 * time.Second
+
+// run looks at the proxy every interval and whenever poke (a transition)
+// or changed (the tracker saw a new proxy) fires, until ctx ends.
+func (p *proxyWatch) run(ctx context.Context, poke, changed <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		p.once()
@@ -144,6 +151,7 @@ func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
 			return
 		case <-t.C:
 		case <-poke:
+		case <-changed:
 		}
 	}
 }

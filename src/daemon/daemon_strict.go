@@ -37,13 +37,25 @@ type serverPortsWatch struct {
 // refused; the proxy's retry a moment later passes.
 const serverPortsPoll = 500 * time.Millisecond
 
+// serverPortsIdlePoll is the poll while the guard's nftables monitor
+// runs: the vendor's set changes only in an nftables transaction, which
+// wakes the watch at once (Firewall.NFTChanged), so the poll is a safety
+// net and no longer two wake-ups a second on an idle router (issue 19).
+const serverPortsIdlePoll = 10 * time.Second
+
 func (w *serverPortsWatch) run(ctx context.Context) error {
+	changed := w.fw.fw.NFTChanged()
 	for {
 		w.once(ctx)
+		wait := serverPortsPoll
+		if _, ok := w.fw.fw.NFTEvents(); ok {
+			wait = serverPortsIdlePoll
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(serverPortsPoll):
+		case <-time.After(wait):
+		case <-changed:
 		}
 	}
 }

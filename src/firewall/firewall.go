@@ -42,6 +42,7 @@ type Firewall struct {
 	nftEvents  atomic.Uint64
 	monitoring atomic.Bool
 	guardSkips atomic.Int64
+	nftNotify  chan struct{} // NFTChanged
 
 	readMu   sync.Mutex
 	readConn *nftables.Conn // the counters' socket (counters.go)
@@ -77,6 +78,7 @@ func New(opts ...Option) *Firewall {
 		log:           slog.Default().With("subsystem", "firewall"),
 		guardInterval: 5 * time.Second,
 		fw4MinGap:     time.Minute,
+		nftNotify:     make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(f)

@@ -140,6 +140,18 @@ func (f *Firewall) NFTEvents() (n uint64, ok bool) {
 	return f.nftEvents.Load(), f.monitoring.Load()
 }
 
+// NFTChanged fires (at most one pending) after nftables events the
+// guard's monitor received: a reader that would poll the kernel can wait on
+// it instead while NFTEvents says a monitor runs. One reader.
+func (f *Firewall) NFTChanged() <-chan struct{} { return f.nftNotify }
+
+func (f *Firewall) notifyNFT() {
+	select {
+	case f.nftNotify <- struct{}{}:
+	default:
+	}
+}
+
 // GuardSkips is how many periodic passes found no nftables event since the
 // last clean one and checked only the routing layer (tests, status).
 func (f *Firewall) GuardSkips() int64 { return f.guardSkips.Load() }
@@ -164,19 +176,23 @@ func (f *Firewall) monitor() (chan *nftables.MonitorEvent, func(), error) {
 	// counts as a change too, as events may have been lost meanwhile.
 	f.nftEvents.Add(1)
 	f.monitoring.Store(true)
+	f.notifyNFT()
 	events := make(chan *nftables.MonitorEvent, 64)
 	go func() {
 		defer close(events)
 		for ev := range in {
 			f.nftEvents.Add(1)
+			f.notifyNFT()
 			events <- ev
 		}
 		f.monitoring.Store(false)
 		f.nftEvents.Add(1)
+		f.notifyNFT() // readers waiting on it go back to polling
 	}()
 	return events, func() {
 		f.monitoring.Store(false)
 		f.nftEvents.Add(1)
+		f.notifyNFT()
 		mon.Close()
 		for range events { // let the forwarder end
 		}

@@ -41,7 +41,16 @@ func TestGuardIdlePassesSkipReadsButRepairQuietDrift(t *testing.T) {
 	// is no reason for an immediate re-apply; the periodic pass must see
 	// that nftables changed and read everything back.
 	chain := firstChain(t, ns.nft("list", "table", "inet", TableKillSwitch))
+	select { // what the start's own batch left pending
+	case <-fw.NFTChanged():
+	default:
+	}
 	ns.nft("insert", "rule", "inet", TableKillSwitch, chain, "counter", "accept", "comment", `"drift"`)
+	select { // a reader waiting for changes (strict direct's server ports) wakes
+	case <-fw.NFTChanged():
+	case <-time.After(2 * time.Second):
+		t.Fatal("NFTChanged did not fire for a rule added by someone else")
+	}
 	if !eventually(2*time.Second, func() bool {
 		return !strings.Contains(ns.nft("list", "chain", "inet", TableKillSwitch, chain), "drift")
 	}) {

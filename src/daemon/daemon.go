@@ -254,6 +254,7 @@ func (d *Daemon) keepLearned(s firewall.Spec) firewall.Spec {
 // when the engine has stopped (ctx cancelled = SIGTERM/SIGINT).
 func (d *Daemon) Run(ctx context.Context) error {
 	surflare.CloseInheritedOnExec() // E5: nothing the daemon inherited reaches the vendor
+	setMemoryLimit(d.log)
 	c := d.cfgs.Get()
 	runDir := c.Paths.RunDir
 	if err := os.MkdirAll(runDir, 0o755); err != nil {

@@ -60,9 +60,9 @@ type Settings struct {
 	// LoginRefresh renews the login this often while the tunnel is healthy
 	// (30 min; 0 = never): see refresh.go. Each refresh is a round of
 	// LoginRetries retries with the login backoff.
-	LoginRefresh time.Duration
-	FailOpen             bool          // drop the kill switch after FailOpenAfter login failures
-	FailOpenAfter        int           // (5)
+	LoginRefresh  time.Duration
+	FailOpen      bool // drop the kill switch after FailOpenAfter login failures
+	FailOpenAfter int  // (5)
 
 	StopTimeout  time.Duration // teardown + disconnect budget on stop (2.5 s; the whole stop stays under 5 s)
 	AuthStopWait time.Duration // how long stop waits for the login worker (1 s)

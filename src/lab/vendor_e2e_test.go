@@ -213,6 +213,7 @@ func TestDaemonDrainsOrphanedVendorState(t *testing.T) {
 	if n := l.tunnelRules(ctx); n != 1 {
 		t.Errorf("%d fwmark rules while healthy (planted %d), want 1", n, planted)
 	}
+	t.Logf("planted %d fwmark rules and the vendor table; healthy on %s with 1 rule", planted, st.Node)
 	if name, err := waitClient(ctx, l, 10*time.Second, func(n string) bool { return n == st.Node }); err != nil {
 		t.Fatalf("client: %v (exit %q)", err, name)
 	}

@@ -246,6 +246,21 @@ func (w *Watchdog) loginTries(loginCtx, retryCtx context.Context, s Settings, ea
 	}
 }
 
+// accountWhyLocked is the why line while connects fail the account check
+// (disconnected): plain about the cause, and red once the fallback login
+// failed too, since the token then cannot be renewed from here.
+func (w *Watchdog) accountWhyLocked(now time.Time) (string, string) {
+	if w.accountRetries == 0 || w.retryAt.IsZero() {
+		return "", ""
+	}
+	line := fmt.Sprintf("Kill switch on: Surflare cannot verify the account (%d connects in a row failed the account check); trying %s again in %s",
+		w.accountRetries, orNode(w.retryNode, w.node), humanDuration(w.retryAt.Sub(now)))
+	if w.accountRetries >= fallbackLoginAfter && w.refresh.lastOutcome == "failed" {
+		return WhyAction, line + ". The login token has probably expired and the account API cannot be reached to renew it: where it answers only through the tunnel, keep login_refresh on"
+	}
+	return WhyWarn, line
+}
+
 // RefreshStatus is the proactive login refresh as status shows it.
 type RefreshStatus struct {
 	IntervalS int64      `json:"interval_s"` // 0: off

@@ -205,3 +205,34 @@ func TestAccountCheckFailuresFallBackToALogin(t *testing.T) {
 		h.stop()
 	})
 }
+
+// Where the fallback login fails too (the API answers only through the
+// tunnel), the daemon stays down and its why line says why, in red.
+func TestAccountCheckFailuresSayWhyWhenTheLoginFailsToo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		h := start(t, refreshSettings(t, 0), wd)
+		api := errors.Join(surflare.ErrAccountCheck, errors.New("✘ Account check failed — Could not verify account status. Check network."))
+		netErr := &surflare.LoginError{Reason: "network error"}
+		wd.set(func(w *world) {
+			w.connectErr["Los Angeles"] = slices.Repeat([]error{api}, 100)
+			w.logins = slices.Repeat([]error{netErr}, 100)
+		})
+		failDallas(h)
+		h.advance(5 * time.Minute)
+		st := h.w.Status()
+		if st.State != StateDisconnected {
+			t.Fatalf("state %s, want disconnected", st.State)
+		}
+		if y := st.Why; y.Severity != WhyAction || !strings.Contains(y.Line, "failed the account check") || !strings.Contains(y.Line, "login token has probably expired") {
+			t.Errorf("why = %+v", y)
+		}
+		if n := len(wd.get().loginAt); n != s0LoginRetries+1 {
+			t.Errorf("%d fallback logins in 5 min, want one round (%d): they are spaced %s", n, s0LoginRetries+1, fallbackLoginEvery)
+		}
+		h.stop()
+	})
+}
+
+// s0LoginRetries is the default login retries per round.
+var s0LoginRetries = DefaultSettings().LoginRetries

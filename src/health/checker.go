@@ -136,7 +136,7 @@ func localReason(l Local) string {
 		missing = append(missing, "proxy process not running")
 	}
 	if l.ProxyAlive && l.ProxyNotListening {
-		missing = append(missing, "proxy not listening on its port (yet)")
+		missing = append(missing, "proxy not listening on its port (yet; vendor.proxy_port)")
 	}
 	if !l.VendorTable {
 		missing = append(missing, "vendor table missing")

@@ -18,7 +18,7 @@ func TestLocalWaitsForTheProxyToListen(t *testing.T) {
 	deps.Listen = fakeListen{false}
 	c := NewChecker(f.c.cfg, deps)
 	r := c.Local(context.Background())
-	if r.Outcome != LocalFail || r.Reason != "proxy not listening on its port (yet)" || !r.Local.ProxyNotListening {
+	if r.Outcome != LocalFail || r.Reason != "proxy not listening on its port (yet; vendor.proxy_port)" || !r.Local.ProxyNotListening {
 		t.Errorf("not listening: %s (%s) %+v, want LOCAL_FAIL", r.Outcome, r.Reason, r.Local)
 	}
 	deps.Listen = fakeListen{true}

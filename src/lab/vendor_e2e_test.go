@@ -238,3 +238,32 @@ func TestDaemonDrainsOrphanedVendorState(t *testing.T) {
 		t.Error("the vendor's disconnect did not fail: the test proves nothing")
 	}
 }
+
+// E10: a client with only one login form. The daemon's terminal login
+// against a -p-only client stops at once and says which option to set;
+// with that option it logs in. Its argv login against a prompt-only client
+// goes ahead on the terminal.
+func TestDaemonLoginForms(t *testing.T) {
+	for _, tc := range []struct{ knob, mode, want string }{
+		{"login=both", "pty", "healthy"},
+		{"login=argv", "pty", "auth_failed"},
+		{"login=argv", "argv", "healthy"},
+		{"login=pty", "argv", "healthy"},
+	} {
+		t.Run(tc.knob+",login_mode="+tc.mode, func(t *testing.T) {
+			l := upDaemonVendor(t, []string{tc.knob}, "surflare.auth=auth", "surflare.auth.login_mode="+tc.mode)
+			st, err := l.WaitDaemon(context.Background(), 30*time.Second, func(s DaemonState) bool { return s.State == tc.want })
+			if err != nil {
+				t.Fatalf("%v\nstatus: %s", err, st.Raw)
+			}
+			if tc.want == "auth_failed" {
+				if e, _ := rawField(st.Raw, "signals", "auth", "last_error").(string); !strings.Contains(e, "set auth.login_mode to 'argv'") {
+					t.Errorf("login error %q does not say what to set", e)
+				}
+				if n := loginAttempts(st); n != 1 {
+					t.Errorf("%d login attempts, want 1: a missing form is not retried", n)
+				}
+			}
+		})
+	}
+}

@@ -88,8 +88,8 @@ func (w *Watchdog) tunnelUpLocked() bool {
 // maybeRefreshLocked), so a refresh that is due but cannot run never
 // spins the loop.
 func (w *Watchdog) refreshWakeLocked() time.Time {
-	if w.s.LoginRefresh <= 0 || w.refresh.running || !w.tunnelUpLocked() {
-		return time.Time{}
+	if w.s.LoginRefresh <= 0 || w.refresh.running || w.f.auth.running || !w.tunnelUpLocked() {
+		return time.Time{} // whatever ends the wait calls maybeRefreshLocked
 	}
 	return w.refresh.dueAt
 }

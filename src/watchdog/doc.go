@@ -214,6 +214,15 @@
 // so the household keeps internet access (the state says fail_open); with
 // FailOpen disabled it stays closed. A later successful login re-arms it.
 //
+// Auth is also proactive (refresh.go, E9): where the account API answers
+// only through the tunnel, a login after the tunnel is lost cannot work, so
+// every LoginRefresh (30 min) the login is renewed while the tunnel is
+// healthy, with the same backoff. A refresh never touches the tunnel and
+// its failures are not login failures (no fail-open, no auth_failed): they
+// are logged and shown in Status.Conditions.Auth.Refresh. When connects keep
+// failing "Account check failed" (fallbackLoginAfter in a row) the same
+// worker tries a direct login, at most every fallbackLoginEvery.
+//
 // # Stop
 //
 // Stop runs in this order: firewall teardown (the kill switch stays armed

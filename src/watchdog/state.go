@@ -143,6 +143,8 @@ type AuthStatus struct {
 	Failures          int        `json:"failures"`
 	LastError         string     `json:"last_error,omitempty"`
 	SubscriptionUntil *time.Time `json:"subscription_until,omitempty"`
+	// Refresh is the proactive login refresh (refresh.go).
+	Refresh *RefreshStatus `json:"refresh,omitempty"`
 }
 
 // Conditions are the watchdog's own flags plus the detectors' states (JSON

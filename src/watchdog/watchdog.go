@@ -92,6 +92,7 @@ type Watchdog struct {
 	authCancel    context.CancelFunc
 	authDone      chan struct{}
 	actions       []*userAction // user actions being played out (useraction.go)
+	refresh       refreshState  // proactive login refresh (refresh.go)
 
 	shutdown     bool
 	shutdownOpen bool
@@ -324,6 +325,7 @@ func (w *Watchdog) nextWakeLocked() time.Time {
 	consider(w.f.auth.subscriptionUntil)
 	consider(w.authRetryAt)
 	consider(w.preflightAt)
+	consider(w.refreshWakeLocked())
 	if !w.pausedLocked() {
 		consider(w.retryAt)
 		consider(w.nextCheckAt)
@@ -357,6 +359,7 @@ func (w *Watchdog) tickLocked() {
 	if due(w.preflightAt, now) {
 		w.runPreflightLocked()
 	}
+	w.maybeRefreshLocked()
 	if w.pausedLocked() {
 		return
 	}
@@ -407,6 +410,10 @@ func (w *Watchdog) handleEventLocked(ev any) {
 		w.onLoginRoundOverLocked(e)
 	case preflightDone:
 		w.onPreflightLocked(e)
+	case refreshAttempt:
+		w.onRefreshAttemptLocked(e)
+	case refreshOver:
+		w.onRefreshOverLocked(e)
 	}
 	w.dirty = true
 }

@@ -212,6 +212,7 @@ func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) {
 		s.statusMetrics(&e, st)
 	}
 	s.apiMetrics(&e)
+	processMetrics(&e)
 	w.Header().Set("Content-Type", metricsContentType)
 	w.Write(e.bytes())
 }

@@ -217,6 +217,13 @@ func (s *Server) snapshots(ctx context.Context) {
 		case <-s.poke:
 		case <-tick:
 		}
+		// Nobody to send it to: a new websocket gets its own first
+		// snapshot, so building this one (a status with the firewall's
+		// table sizes read from the kernel, JSON) would be work for no one
+		// — a sixth of an idle daemon's CPU (issue 19).
+		if s.hub.nClients.Load() == 0 {
+			continue
+		}
 		s.hub.publish(KindSnapshot, s.snapshotFrame(ctx, false), false)
 	}
 }

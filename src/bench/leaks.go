@@ -25,9 +25,10 @@ const (
 // BootLockRelPath is the shipped boot lock ruleset, relative to the repo.
 const BootLockRelPath = "files/usr/share/surflare/boot-lock.nft"
 
-// restartLeaks stops the healthy daemon with SIGTERM (the kill switch stays
-// armed), leaves it down for restartGap and starts it again, while a LAN
-// client and the router keep sending, and counts what leaked.
+// restartLeaks restarts the healthy daemon as the init script does (the
+// handover request and SIGTERM: the tunnel and the kill switch stay),
+// leaves it down for restartGap and starts it again, while a LAN client and
+// the router keep sending, and counts what leaked and what failed.
 func restartLeaks(ctx context.Context, env labEnv, p Params) LeakCheck {
 	c := LeakCheck{Name: LeakRestart, Variant: p.Variant}
 	l, err := env.up(ctx)
@@ -46,7 +47,11 @@ func restartLeaks(ctx context.Context, env labEnv, p Params) LeakCheck {
 		return c
 	}
 	tr := startTraffic(ctx, l, leakTrafficPeriod, true)
-	took, err := l.StopDaemon(ctx)
+	// A restart as the init script does it (the handover request, then
+	// SIGTERM): the old daemon leaves the tunnel to the new one.
+	stopAt := time.Now()
+	err = l.StopDaemonFor(ctx, lab.RestartInit)
+	took := time.Since(stopAt)
 	if err == nil {
 		err = sleep(ctx, restartGap)
 	}
@@ -67,7 +72,7 @@ func restartLeaks(ctx context.Context, env labEnv, p Params) LeakCheck {
 	}
 	lanOK, lanFail, rOK, rFail := tr.counts()
 	c.Packets = int64(lc.Total())
-	c.Detail = fmt.Sprintf("SIGTERM (exit in %.1f s), %s down, healthy again %.1f s after start; LAN %d ok / %d failed, router %d ok / %d failed; %s",
+	c.Detail = fmt.Sprintf("restart: handover + SIGTERM (exit in %.1f s), %s down, healthy again %.1f s after start; LAN %d ok / %d failed, router %d ok / %d failed; %s",
 		took.Seconds(), restartGap, back.Seconds(), lanOK, lanFail, rOK, rFail, lc)
 	return c
 }

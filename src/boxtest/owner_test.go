@@ -29,6 +29,7 @@ func TestRouterOwner(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("respawn", func(t *testing.T) { testRespawn(t, ctx, l) })
+	t.Run("restart", func(t *testing.T) { testRestartKeepsTunnel(t, ctx, l) })
 	// fw4 early: restoring the vendor's table after a firewall stop or
 	// flush is a reconnect, and the daemon allows 6 in 10 min; the later
 	// steps (mode change, rotation, WAN up) spend more of them.

@@ -149,6 +149,12 @@ type Main struct {
 	DomesticConfirm         time.Duration // delay before a DOMESTIC_EXIT is confirmed
 	ProbeTimeout            time.Duration // one probe request
 
+	// LoginRefresh is how often the login is renewed while the tunnel is
+	// healthy (0 = never). Behind the GFW the account API answers only
+	// through the tunnel (E9), so a token that expires while connected
+	// cannot be renewed after the tunnel is lost: refresh it before.
+	LoginRefresh time.Duration
+
 	FailOpen        bool // after repeated login failure, open the kill switch (default: stay closed)
 	StrictDirect    bool // mode global: the proxy's 0xff traffic only to relays, API, private, domestic, DNS upstreams, server ports (default on; firewall/strict.go); rule/direct: nothing narrowed (docs/modes.md)
 	RouteLayer      bool // ip rules that keep unmarked traffic off the WAN while nftables is empty (fw4 flush; default on; docs/killswitch-layers.md)
@@ -355,6 +361,7 @@ func Default() *Config {
 			DegradedInterval:        10 * time.Second,
 			FailThreshold:           4,
 			HeartbeatInterval:       600 * time.Second,
+			LoginRefresh:            30 * time.Minute,
 			IdleProbeInterval:       10 * time.Second,
 			StormCooldown:           600 * time.Second,
 			ReconnectWindow:         600 * time.Second,

@@ -70,6 +70,7 @@ func (m *Main) options() []option {
 		seconds("degraded_interval", &m.DegradedInterval, time.Second, day),
 		integer("fail_threshold", &m.FailThreshold, 1, 1000),
 		seconds("heartbeat_interval", &m.HeartbeatInterval, 0, day),
+		seconds("login_refresh", &m.LoginRefresh, 0, day),
 		seconds("idle_probe_interval", &m.IdleProbeInterval, 0, time.Hour),
 		seconds("storm_cooldown", &m.StormCooldown, time.Second, day),
 		seconds("reconnect_window", &m.ReconnectWindow, time.Second, day),

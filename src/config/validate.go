@@ -1,6 +1,14 @@
 package config
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
+
+// minLoginRefresh is the shortest proactive login interval accepted: short
+// enough for the lab's tests, long enough that no setting hammers the
+// account API.
+const minLoginRefresh = 5 * time.Second
 
 // validate applies the "0 means default" rules and checks what spans
 // options; single values were checked when they were parsed.
@@ -15,6 +23,9 @@ func (p *parser) validate() {
 
 	if c.Auth.LoginBackoffMax < c.Auth.LoginBackoffMin {
 		p.errorAt("auth", "login_backoff_max", "must not be less than login_backoff_min (%s)", c.Auth.LoginBackoffMin)
+	}
+	if r := c.Main.LoginRefresh; r > 0 && r < minLoginRefresh {
+		p.errorAt("surflare", "login_refresh", "must be 0 (off) or at least %s: a login every few seconds looks like an attack to the account API (HTTP 429)", minLoginRefresh)
 	}
 	if c.Storm503.ActiveWindow > c.Storm503.Window {
 		p.errorAt("storm503", "active_window", "must not be longer than window (%s)", c.Storm503.Window)

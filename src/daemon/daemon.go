@@ -265,6 +265,8 @@ func (d *Daemon) keepLearned(s firewall.Spec) firewall.Spec {
 // Run is the daemon's life: lock, assemble, supervise, stop. It returns
 // when the engine has stopped (ctx cancelled = SIGTERM/SIGINT).
 func (d *Daemon) Run(ctx context.Context) error {
+	surflare.CloseInheritedOnExec() // E5: nothing the daemon inherited reaches the vendor
+	setMemoryLimit(d.log)
 	c := d.cfgs.Get()
 	runDir := c.Paths.RunDir
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
@@ -279,6 +281,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Warn("Releasing the instance lock failed", "err", err)
 		}
 	}()
+	d.removeStaleHandover(runDir)
 	d.log.Info("surflare-watchdog starting", "config", d.cfgs.Path(), "role", d.role, "mode", c.Main.Mode, "pid", os.Getpid())
 
 	auxCtx, auxCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -337,6 +340,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Inbox:      d.inbox,
 		Cleanup:    steps,
 		Preflight:  d.preflighter(),
+		// A restart adopts a healthy tunnel the kernel holds whole.
+		TunnelIntact: d.tunnelIntact,
 		LoadSettings: func() (watchdog.Settings, error) {
 			return d.loadSettings()
 		},
@@ -366,6 +371,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()
 	go d.stopOnSignal(ctx, wcancel)
+	go d.handoverOnQuit(auxCtx, wcancel)
 	go d.forwardSignals(auxCtx)
 	err = d.w.Run(wctx)
 

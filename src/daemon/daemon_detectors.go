@@ -83,6 +83,7 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 		LocalAddrs:  route.LocalAddrs,
 		Add:         d.fw.AddRelays,
 	})
+	s.learner = learner
 	d.goAux(ctx, "relay learner", learner.Run)
 	if c.Main.StrictDirect {
 		w := &serverPortsWatch{fw: d.fw, log: d.log, seen: map[uint16]bool{}}

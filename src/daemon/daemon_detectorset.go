@@ -16,6 +16,7 @@ import (
 	"surflare-watchdog/src/keepalive"
 	"surflare-watchdog/src/loopguard"
 	"surflare-watchdog/src/procscan"
+	"surflare-watchdog/src/relays"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -34,6 +35,7 @@ type detectorSet struct {
 	guard       *loopguard.Guard
 	clamp       *keepalive.Clamp
 	proxy       *proxyWatch
+	learner     *relays.Learner // poked on every transition (it backs off while steady)
 }
 
 // DetectorStates is watchdog.DetectorSource.
@@ -125,7 +127,6 @@ type proxyWatch struct {
 
 	mu  sync.Mutex
 	pid int
-	fds procscan.FDUsage
 }
 
 // proxyInfo is the proxy part of the daemon's status.
@@ -135,9 +136,16 @@ type proxyInfo struct {
 	NoFile int `json:"nofile"` // soft RLIMIT_NOFILE; -1 = unlimited
 }
 
-// run polls every second and whenever poke fires, until ctx ends.
-func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
-	t := time.NewTicker(time.Second)
+// trackedProxyPoll is the proxy watch's poll while the fast signals'
+// proxy tracker runs: the tracker holds a pidfd on each proxy and reports
+// every new one (changed), so the poll is only a safety net. Without the
+// tracker it polls every second, as before.
+const trackedProxyPoll = 30 * time.Second
+
+// run looks at the proxy every interval and whenever poke (a transition)
+// or changed (the tracker saw a new proxy) fires, until ctx ends.
+func (p *proxyWatch) run(ctx context.Context, poke, changed <-chan struct{}, every time.Duration) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		p.once()
@@ -146,23 +154,25 @@ func (p *proxyWatch) run(ctx context.Context, poke <-chan struct{}) {
 			return
 		case <-t.C:
 		case <-poke:
+		case <-changed:
 		}
 	}
 }
 
+// once notes the proxy's pid. Its descriptors are counted only for a new
+// proxy (the log line) and when the status asks (info): counting them every
+// second listed /proc/PID/fd — hundreds of entries on a busy router — for
+// nobody (issue 19).
 func (p *proxyWatch) once() {
 	pid := p.procs.First(p.comm)
-	var fds procscan.FDUsage
-	if pid > 0 {
-		fds, _ = p.procs.scan.FDs(pid)
-	}
 	p.mu.Lock()
 	changed := pid != p.pid
-	p.pid, p.fds = pid, fds
+	p.pid = pid
 	p.mu.Unlock()
 	if !changed || pid == 0 {
 		return
 	}
+	fds, _ := p.procs.scan.FDs(pid)
 	if err := p.clamp.AddPID(pid); err != nil {
 		p.log.Warn("Keepalive clamp: moving the proxy failed", "pid", pid, "err", err)
 	}
@@ -174,9 +184,15 @@ func (p *proxyWatch) once() {
 	p.log.Info(fmt.Sprintf("Proxy started: pid %d, %d fds open, nofile %d", pid, fds.Open, fds.Limit))
 }
 
-// info is the last view of the proxy.
+// info is the proxy as of now: the pid last seen, its descriptors counted
+// at the call.
 func (p *proxyWatch) info() proxyInfo {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return proxyInfo{PID: p.pid, FDs: p.fds.Open, NoFile: p.fds.Limit}
+	pid := p.pid
+	p.mu.Unlock()
+	var fds procscan.FDUsage
+	if pid > 0 {
+		fds, _ = p.procs.scan.FDs(pid)
+	}
+	return proxyInfo{PID: pid, FDs: fds.Open, NoFile: fds.Limit}
 }

@@ -28,6 +28,18 @@ type fastDetectors struct {
 	// since is when a node came into use (Daemon.nodeSince): counter jumps
 	// from before it are the previous node's.
 	since func(node string) time.Time
+	// proxyChanged fires when the tracker finds a new set of proxy pids
+	// (nil without the tracker): the proxy watch follows it instead of
+	// polling every second.
+	proxyChanged chan struct{}
+}
+
+// proxyChanges is proxyChanged, nil when there is no tracker.
+func (f *fastDetectors) proxyChanges() <-chan struct{} {
+	if f == nil {
+		return nil
+	}
+	return f.proxyChanged
 }
 
 // observeError feeds the failed-connection signal an ERROR line of the
@@ -108,8 +120,15 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	comm := c.Vendor.ProxyComm
 
 	if sw.ProxyExitOn() {
+		changed := make(chan struct{}, 1)
 		t, err := fastsignal.NewProxyTracker(fastsignal.TrackerOptions{
 			Find: func() ([]int, error) { return d.procs.scanPIDs(comm) },
+			OnChange: func([]int) {
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			},
 			OnExit: func(pid int) {
 				d.log.Warn(fmt.Sprintf("Proxy exited: pid %d", pid))
 				trig(fmt.Sprintf("PROXY_EXIT: %s (pid %d) exited", comm, pid))
@@ -118,7 +137,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 		if err != nil {
 			d.log.Error("Proxy tracker disabled", "err", err)
 		} else {
-			f.tracker = t
+			f.tracker, f.proxyChanged = t, changed
 			d.procs.proxy.v.Store(&proxyCacheEntry{comm: comm, t: t})
 			d.goAux(ctx, "proxy tracker", t.Run)
 		}

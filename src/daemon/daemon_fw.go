@@ -33,6 +33,12 @@ type fwAdapter struct {
 	mu   sync.Mutex
 	base firewall.Spec // from the config; replaced on reload
 	mode watchdog.FirewallMode
+	// engaged: the engine has set a mode. Until then the kernel holds what
+	// the previous instance left (a crashed one's kill switch, or the LAN
+	// tables of a tunnel handed over for adoption), and a base change
+	// only waits for the engine's first Set: applying the initial mode
+	// would reset the LAN of a tunnel about to be adopted.
+	engaged bool
 
 	guardCtx    context.Context // parent of the guard (the daemon's)
 	guardCancel context.CancelFunc
@@ -56,6 +62,9 @@ func (a *fwAdapter) spec() firewall.Spec {
 // tablesDownLocked: the mode has no tables of ours to keep (or keeps only
 // the kill switch, for good); nothing applies or guards them.
 func (a *fwAdapter) tablesDownLocked() bool {
+	if !a.engaged {
+		return true // nothing to apply before the engine's first Set
+	}
 	switch a.mode {
 	case watchdog.FirewallFailOpen, watchdog.FirewallStopped, watchdog.FirewallStoppedOpen:
 		return true
@@ -144,7 +153,7 @@ func (a *fwAdapter) stopGuard() {
 // Set is watchdog.Firewall: it makes the tables match mode.
 func (a *fwAdapter) Set(ctx context.Context, mode watchdog.FirewallMode) error {
 	a.mu.Lock()
-	a.mode = mode
+	a.mode, a.engaged = mode, true
 	a.mu.Unlock()
 	switch mode {
 	case watchdog.FirewallKillSwitch:

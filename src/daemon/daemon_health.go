@@ -105,6 +105,7 @@ func newChecker(c *config.Config, fw *firewall.Firewall, probe *route.ProbeNS, w
 		Procs:   procs,
 		Table:   fw,
 		Rule:    tunnelRule{},
+		Listen:  proxyPort{scan: procs.scan, port: int(c.Vendor.ProxyPort)},
 		ISPAddr: isp,
 		Now:     time.Now,
 	}

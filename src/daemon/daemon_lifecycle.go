@@ -30,6 +30,10 @@ func (d *Daemon) stopOnSignal(ctx context.Context, cancel context.CancelFunc) {
 		d.log.Error("Stop took longer than " + stopDeadline.String() + "; exiting now (the kill switch stays as it is)")
 		os.Exit(1) // the CLI's exit code for a failed command
 	})
+	// An init script's restart (daemon_adopt.go): leave the tunnel.
+	if handoverRequested(d.cfgs.Get().Paths.RunDir) && d.handover(HandoverFile) {
+		return
+	}
 	if d.opts.OpenOnExit {
 		sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		err := d.w.Shutdown(sctx, true)
@@ -68,8 +72,13 @@ func (d *Daemon) forwardSignals(ctx context.Context) {
 // proxy) and is sent to ubus as surflare.state.
 func (d *Daemon) startEvents(ctx context.Context) {
 	poke := make(chan struct{}, 1)
+	changed := d.fast.proxyChanges()
+	every := time.Second
+	if changed != nil {
+		every = trackedProxyPoll
+	}
 	d.goAux(ctx, "proxy watch", func(ctx context.Context) error {
-		d.dets.proxy.run(ctx, poke)
+		d.dets.proxy.run(ctx, poke, changed, every)
 		return nil
 	})
 	d.followEvents(ctx, "event follower", func(ctx context.Context, ev watchdog.Event) {
@@ -86,6 +95,9 @@ func (d *Daemon) startEvents(ctx context.Context) {
 		default:
 		}
 		d.fast.pokeTracker()
+		if d.dets.learner != nil {
+			d.dets.learner.Poke() // a new tunnel may use new relays
+		}
 		if d.fast != nil && d.fast.logs != nil {
 			// A new state is a new question: the urltest of a
 			// fresh tunnel may ask for its check at once.

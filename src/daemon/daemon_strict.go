@@ -22,6 +22,14 @@ type serverPortsWatch struct {
 	fw   *fwAdapter
 	log  *slog.Logger
 	seen map[uint16]bool
+
+	// read: the set was read while the guard's nftables monitor ran, after
+	// it had counted readAt events. While the count stays there no
+	// nftables transaction has been committed, so the set is as read and
+	// the poll costs no netlink round trip (issue 19: this poll was a
+	// tenth of an idle daemon's CPU).
+	read   bool
+	readAt uint64
 }
 
 // serverPortsPoll: how often the vendor's set is read (two small netlink
@@ -29,20 +37,35 @@ type serverPortsWatch struct {
 // refused; the proxy's retry a moment later passes.
 const serverPortsPoll = 500 * time.Millisecond
 
+// serverPortsIdlePoll is the poll while the guard's nftables monitor
+// runs: the vendor's set changes only in an nftables transaction, which
+// wakes the watch at once (Firewall.NFTChanged), so the poll is a safety
+// net and no longer two wake-ups a second on an idle router (issue 19).
+const serverPortsIdlePoll = 10 * time.Second
+
 func (w *serverPortsWatch) run(ctx context.Context) error {
+	changed := w.fw.fw.NFTChanged()
 	for {
 		w.once(ctx)
+		wait := serverPortsPoll
+		if _, ok := w.fw.fw.NFTEvents(); ok {
+			wait = serverPortsIdlePoll
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(serverPortsPoll):
+		case <-time.After(wait):
+		case <-changed:
 		}
 	}
 }
 
 func (w *serverPortsWatch) once(ctx context.Context) {
-	for p := range w.fw.fw.VendorServerPorts(ctx) {
-		w.seen[p] = true
+	if n, ok := w.fw.fw.NFTEvents(); !ok || !w.read || n != w.readAt {
+		for p := range w.fw.fw.VendorServerPorts(ctx) {
+			w.seen[p] = true
+		}
+		w.read, w.readAt = ok, n
 	}
 	if len(w.seen) == 0 {
 		return

@@ -10,12 +10,7 @@ import (
 
 // readCounters returns the packet counts of a table's named counters.
 func (f *Firewall) readCounters(ctx context.Context, fam nftables.TableFamily, table string) (map[string]uint64, error) {
-	c, err := f.conn()
-	if err != nil {
-		return nil, err
-	}
-	defer c.CloseLasting()
-	objs, err := c.GetNamedObjects(&nftables.Table{Family: fam, Name: table})
+	objs, err := f.getCounters(&nftables.Table{Family: fam, Name: table})
 	if err != nil {
 		return nil, fmt.Errorf("reading counters of %s: %w", tableKey(fam, table), err)
 	}
@@ -64,4 +59,26 @@ func (f *Firewall) MoatCounters(ctx context.Context) (Moat, error) {
 	}
 	return Moat{SynOut: cs[CounterSynOut], SynAckIn: cs[CounterSynAckIn], SynIn: cs[CounterSynIn],
 		RstIn: cs[CounterRstIn], FinIn: cs[CounterFinIn]}, nil
+}
+
+// getCounters reads a table's named objects over one netlink socket kept
+// for these reads: the fast signals read the counters every second, and
+// opening a socket for each read was a tenth of an idle daemon's CPU
+// (issue 19). A failed read closes it; the next read opens a fresh one.
+func (f *Firewall) getCounters(t *nftables.Table) ([]nftables.Obj, error) {
+	f.readMu.Lock()
+	defer f.readMu.Unlock()
+	if f.readConn == nil {
+		c, err := f.conn()
+		if err != nil {
+			return nil, err
+		}
+		f.readConn = c
+	}
+	objs, err := f.readConn.GetNamedObjects(t)
+	if err != nil {
+		f.readConn.CloseLasting()
+		f.readConn = nil
+	}
+	return objs, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/nftables"
@@ -35,6 +36,16 @@ type Firewall struct {
 
 	guardInterval time.Duration
 	lastSpec      *Spec // last Spec applied successfully (for logs and Guard)
+
+	// Guard's nftables monitor (guard.go): events seen, whether it runs,
+	// periodic passes that had nothing to read back.
+	nftEvents  atomic.Uint64
+	monitoring atomic.Bool
+	guardSkips atomic.Int64
+	nftNotify  chan struct{} // NFTChanged
+
+	readMu   sync.Mutex
+	readConn *nftables.Conn // the counters' socket (counters.go)
 
 	wanMu   sync.Mutex
 	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)
@@ -67,6 +78,7 @@ func New(opts ...Option) *Firewall {
 		log:           slog.Default().With("subsystem", "firewall"),
 		guardInterval: 5 * time.Second,
 		fw4MinGap:     time.Minute,
+		nftNotify:     make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(f)

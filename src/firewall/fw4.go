@@ -75,6 +75,18 @@ func (f *Firewall) RecoverMasquerade(ctx context.Context) (bool, error) {
 	return f.reloadFW4(ctx)
 }
 
+// recoverMasquerade is RecoverMasquerade for Guard, which wants to know
+// whether the masquerade was there (ok): a missing one whose reload was
+// rate-limited must be looked at again on the next pass, events or not.
+func (f *Firewall) recoverMasquerade(ctx context.Context) (ok bool, err error) {
+	st, err := f.CheckMasquerade(ctx)
+	if err != nil || !st.FW4Present || st.Masquerade {
+		return err == nil, err
+	}
+	_, err = f.reloadFW4(ctx)
+	return false, err
+}
+
 func (f *Firewall) reloadFW4(ctx context.Context) (bool, error) {
 	f.fw4Mu.Lock()
 	defer f.fw4Mu.Unlock()

@@ -3,6 +3,7 @@ package firewall
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/nftables"
@@ -20,6 +21,16 @@ const guardDebounce = 20 * time.Millisecond
 // guard interval it also re-applies (a no-op when nothing drifted), syncs the
 // domestic set and checks fw4's masquerade. spec is called each time, so a
 // config reload takes effect on the next pass.
+//
+// The periodic pass reads every rule and set of our tables back from the
+// kernel, which is most of an idle daemon's CPU (issue 19). The kernel
+// announces every committed nftables transaction on the event group the
+// monitor listens to, so when no event at all came since a pass that found
+// nothing to do, with the same spec, the nftables part cannot have drifted:
+// such a periodic pass only checks the routing layer (ip rules and routes
+// send no nftables event). Every guardFullEvery-th periodic pass reads
+// everything anyway, and a lost-events notice (socket overrun) re-opens the
+// monitor and re-checks at once, as before.
 func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 	events, closeMon, err := f.monitor()
 	if err != nil {
@@ -27,12 +38,34 @@ func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 	}
 	defer func() { closeMon() }()
 
+	var (
+		clean     bool   // the last full pass found nothing to do
+		cleanGen  uint64 // f.nftEvents when that pass began
+		cleanSpec Spec   // and the spec it checked
+		skipped   int    // periodic passes since the last full one
+	)
 	pass := func(reason string, periodic bool) {
 		if ctx.Err() != nil {
 			return
 		}
+		gen := f.nftEvents.Load()
 		s := spec()
+		if periodic && clean && gen == cleanGen && skipped < guardFullEvery-1 && reflect.DeepEqual(s, cleanSpec) {
+			skipped++
+			f.guardSkips.Add(1)
+			if ch, err := f.SyncRoutes(ctx, s); err != nil {
+				clean = false
+				f.log.Error("re-applying the routing layer failed", "reason", reason, "err", err)
+			} else if !ch.Empty() {
+				f.log.Warn("firewall drift repaired", "changes", ch.String())
+			}
+			return
+		}
+		if periodic {
+			skipped = 0
+		}
 		ch, err := f.Apply(ctx, s)
+		ok := err == nil && ch.Empty()
 		switch {
 		case err != nil:
 			f.log.Error("re-applying firewall failed", "reason", reason, "err", err)
@@ -41,14 +74,22 @@ func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 		case !ch.Empty():
 			f.log.Warn("firewall drift repaired", "changes", ch.String())
 		}
-		if _, err := f.SyncDomestic(ctx, DomesticSource); err != nil {
+		if n, err := f.SyncDomestic(ctx, DomesticSource); err != nil {
+			ok = false
 			f.log.Warn("domestic set sync failed", "err", err)
+		} else if n > 0 {
+			ok = false
 		}
 		if periodic {
-			if _, err := f.RecoverMasquerade(ctx); err != nil {
+			masq, err := f.recoverMasquerade(ctx)
+			if err != nil {
 				f.log.Warn("fw4 masquerade recovery failed", "err", err)
 			}
+			ok = ok && masq && err == nil
+		} else {
+			ok = false // the masquerade is checked by the next periodic pass
 		}
+		clean, cleanGen, cleanSpec = ok, gen, s
 	}
 	pass("start", false)
 
@@ -84,6 +125,37 @@ func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 	}
 }
 
+// guardFullEvery: every this many periodic passes Guard reads everything
+// back even when no nftables event came (12 × 5 s = a minute): a bound for
+// a change the kernel would not announce.
+const guardFullEvery = 12
+
+// NFTEvents counts the nftables change events Guard's monitor has received,
+// and says whether a monitor runs (ok false: the count means nothing and
+// a caller must read the kernel). A reader that remembers the count from
+// before its last read of the kernel, and finds it unchanged, knows that
+// no nftables transaction has been committed since: the vendor's server
+// ports, say, are as it read them.
+func (f *Firewall) NFTEvents() (n uint64, ok bool) {
+	return f.nftEvents.Load(), f.monitoring.Load()
+}
+
+// NFTChanged fires (at most one pending) after nftables events the
+// guard's monitor received: a reader that would poll the kernel can wait on
+// it instead while NFTEvents says a monitor runs. One reader.
+func (f *Firewall) NFTChanged() <-chan struct{} { return f.nftNotify }
+
+func (f *Firewall) notifyNFT() {
+	select {
+	case f.nftNotify <- struct{}{}:
+	default:
+	}
+}
+
+// GuardSkips is how many periodic passes found no nftables event since the
+// last clean one and checked only the routing layer (tests, status).
+func (f *Firewall) GuardSkips() int64 { return f.guardSkips.Load() }
+
 func (f *Firewall) monitor() (chan *nftables.MonitorEvent, func(), error) {
 	var opts []nftables.ConnOption
 	if f.netnsFD >= 0 {
@@ -94,11 +166,37 @@ func (f *Firewall) monitor() (chan *nftables.MonitorEvent, func(), error) {
 		return nil, nil, fmt.Errorf("opening nftables monitor: %w", err)
 	}
 	mon := nftables.NewMonitor(nftables.WithMonitorEventBuffer(1024))
-	events, err := c.AddMonitor(mon)
+	in, err := c.AddMonitor(mon)
 	if err != nil {
 		return nil, nil, fmt.Errorf("joining the nftables event group: %w", err)
 	}
-	return events, func() { mon.Close() }, nil
+	// Count every event as it arrives, not when Guard's loop gets to it
+	// (a pass may hold the loop for tens of milliseconds): NFTEvents'
+	// readers skip a kernel read on an unchanged count. A new monitor
+	// counts as a change too, as events may have been lost meanwhile.
+	f.nftEvents.Add(1)
+	f.monitoring.Store(true)
+	f.notifyNFT()
+	events := make(chan *nftables.MonitorEvent, 64)
+	go func() {
+		defer close(events)
+		for ev := range in {
+			f.nftEvents.Add(1)
+			f.notifyNFT()
+			events <- ev
+		}
+		f.monitoring.Store(false)
+		f.nftEvents.Add(1)
+		f.notifyNFT() // readers waiting on it go back to polling
+	}()
+	return events, func() {
+		f.monitoring.Store(false)
+		f.nftEvents.Add(1)
+		f.notifyNFT()
+		mon.Close()
+		for range events { // let the forwarder end
+		}
+	}, nil
 }
 
 // relevant says why an event calls for a re-apply ("" = it does not).
@@ -140,4 +238,16 @@ func relevant(ev *nftables.MonitorEvent) string {
 		return "table " + tableKey(t.Family, t.Name) + " changed behind our back"
 	}
 	return ""
+}
+
+// SyncRoutes is Apply's routing-layer half alone: Guard's periodic pass
+// when nftables cannot have changed (see Guard). ip rules and routes send
+// no nftables event, so they are checked every pass as before.
+func (f *Firewall) SyncRoutes(ctx context.Context, s Spec) (Changes, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("firewall spec: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncLayer(ctx, s)
 }

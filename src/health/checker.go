@@ -116,6 +116,11 @@ func (c *Checker) local(ctx context.Context) Local {
 	if c.deps.Procs != nil {
 		check(&l.ProxyAlive, "proxy process", func() (bool, error) { return c.deps.Procs.Alive(c.cfg.ProxyName) })
 	}
+	if c.deps.Listen != nil && l.ProxyAlive {
+		var up bool
+		check(&up, "proxy port", func() (bool, error) { return c.deps.Listen.ProxyListening(ctx) })
+		l.ProxyNotListening = !up
+	}
 	if c.deps.Table != nil {
 		check(&l.VendorTable, "vendor table", func() (bool, error) { return c.deps.Table.VendorTableExists(ctx) })
 	}
@@ -129,6 +134,9 @@ func localReason(l Local) string {
 	var missing []string
 	if !l.ProxyAlive {
 		missing = append(missing, "proxy process not running")
+	}
+	if l.ProxyAlive && l.ProxyNotListening {
+		missing = append(missing, "proxy not listening on its port (yet; vendor.proxy_port)")
 	}
 	if !l.VendorTable {
 		missing = append(missing, "vendor table missing")

@@ -146,14 +146,19 @@ type ProbeResult struct {
 
 // Local is the layer-1 verdict.
 type Local struct {
-	ProxyAlive  bool     `json:"proxy_alive"`
-	VendorTable bool     `json:"vendor_table"`
-	FwmarkRule  bool     `json:"fwmark_rule"`
-	Errors      []string `json:"errors,omitempty"`
+	ProxyAlive bool `json:"proxy_alive"`
+	// ProxyNotListening: the proxy runs but nothing listens on its port
+	// yet (E6: `connect --daemon` may return before the proxy is up).
+	ProxyNotListening bool     `json:"proxy_not_listening,omitempty"`
+	VendorTable       bool     `json:"vendor_table"`
+	FwmarkRule        bool     `json:"fwmark_rule"`
+	Errors            []string `json:"errors,omitempty"`
 }
 
 // OK reports whether every local check passed.
-func (l Local) OK() bool { return l.ProxyAlive && l.VendorTable && l.FwmarkRule }
+func (l Local) OK() bool {
+	return l.ProxyAlive && !l.ProxyNotListening && l.VendorTable && l.FwmarkRule
+}
 
 // Result is one full check.
 type Result struct {
@@ -191,6 +196,11 @@ type ProcessChecker interface {
 // TableChecker tells whether the vendor's nftables table exists.
 type TableChecker interface {
 	VendorTableExists(ctx context.Context) (bool, error)
+}
+
+// ListenChecker tells whether the proxy's port has a listener.
+type ListenChecker interface {
+	ProxyListening(ctx context.Context) (bool, error)
 }
 
 // RuleChecker tells whether the fwmark policy rule exists.
@@ -236,6 +246,7 @@ type Deps struct {
 	Procs                 ProcessChecker
 	Table                 TableChecker
 	Rule                  RuleChecker
+	Listen                ListenChecker // nil: not checked
 	// ISPAddr returns the WAN address found at startup (invalid if unknown):
 	// an exit equal to it is our own ISP, whatever a geo database says.
 	ISPAddr func() netip.Addr

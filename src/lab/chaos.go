@@ -29,7 +29,8 @@ const (
 	invNoPanic    = "the daemon never panics"
 	invRespawn    = "procd never halts the daemon (crash loop)"
 	invFDs        = "fd count bounded"
-	invThreads    = "threads bounded (goroutines: not exposed)"
+	invThreads    = "threads bounded"
+	invGoroutines = "goroutines bounded (go_goroutines from /metrics)"
 	invRSS        = "RSS bounded"
 	invStateFiles = "no state file is ever half-written"
 	invTeardown   = "teardown leaves nothing behind"
@@ -40,7 +41,10 @@ const (
 const (
 	maxFDGrowthPerHour     = 30
 	maxThreadGrowthPerHour = 30
-	maxRSSGrowthPerHourKB  = 16 << 10
+	// A goroutine per health check leaked would be hundreds an hour; the
+	// in-flight probes of one check come and go within a sample or two.
+	maxGoroutineGrowthPerHour = 60
+	maxRSSGrowthPerHourKB     = 16 << 10
 	// minSlopeSpan is the least post-warm-up time a slope is judged over.
 	minSlopeSpan = 10 * time.Minute
 )
@@ -59,6 +63,10 @@ type ChaosOptions struct {
 	Log              *slog.Logger
 	// Progress, if set, gets one line per burst.
 	Progress io.Writer
+	// OpenWrt runs the chaos on the real OpenWrt router (chaos_box.go):
+	// procd, fw4, netifd and logd instead of the lab's stand-ins. Its
+	// NoInstall is ignored: the run installs the packages itself.
+	OpenWrt *OpenWrt
 }
 
 // ChaosFaultEvent is one change in the run's timeline.
@@ -147,6 +155,10 @@ type ChaosResult struct {
 	Leftovers []string `json:"leftovers"`
 	Notes     []string `json:"notes,omitempty"`
 	Error     string   `json:"error,omitempty"`
+	// Goroutines is the slope of the daemon's go_goroutines; ScrapeFails
+	// counts samples whose /metrics scrape failed (no goroutine figure).
+	Goroutines  ChaosSlope `json:"goroutines"`
+	ScrapeFails int        `json:"metrics_scrape_failures"`
 }
 
 // OK reports whether every invariant held.
@@ -163,10 +175,15 @@ func (r *ChaosResult) OK() bool {
 type chaosRun struct {
 	o          ChaosOptions
 	l          *Lab
-	sup        *supervisor
+	sup        chaosDaemon
 	watch      *chaosWatch
 	traffic    *chaosTraffic
 	goodConfig []byte
+	// runDir is the daemon's run dir as the host sees it: the lab's (a 2 MB
+	// tmpfs) or the box's /tmp/run.
+	runDir string
+	// stopLog ends the OpenWrt router's log follower (nil in the lab).
+	stopLog func()
 
 	mu       sync.Mutex
 	timeline []ChaosFaultEvent
@@ -184,7 +201,8 @@ func (c *chaosRun) record(ev ChaosFaultEvent) {
 	c.timeline = append(c.timeline, ev)
 	c.mu.Unlock()
 	if ev.Name == ChaosNFTFlush || ev.Name == ChaosWANAddr || ev.Name == ChaosKill9 || ev.Name == ChaosClockStep ||
-		ev.Name == ChaosReloadBroken || ev.Name == ChaosRunFull {
+		ev.Name == ChaosReloadBroken || ev.Name == ChaosRunFull || ev.Name == ChaosFW4Reload || ev.Name == ChaosFirewallRestart ||
+		(c.l.Box() != nil && (ev.Name == FaultTableWipe || ev.Name == FaultWANDown)) {
 		_ = c.l.appendFaultLog(FaultEvent{Time: ev.At, Name: ev.Name, On: ev.On, Args: ev.Args, Detail: ev.Detail})
 	}
 }
@@ -226,7 +244,17 @@ func RunChaos(ctx context.Context, o ChaosOptions) (res *ChaosResult, err error)
 		o.BinDir = dir
 	}
 	sweepChaosMounts()
-	l, err := Up(ctx, Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: o.Sets, Log: o.Log, Clients: 2, DNS: true})
+	var ipks []string
+	lo := Options{BinDir: o.BinDir, RepoRoot: o.RepoRoot, Set: o.Sets, Log: o.Log, Clients: 2, DNS: true}
+	if o.OpenWrt != nil {
+		if ipks, err = boxChaosIPKs(o); err != nil {
+			return nil, err
+		}
+		ow := *o.OpenWrt
+		ow.NoInstall = true // installed by setupBoxChaos, after /run is mounted
+		lo.OpenWrt = &ow
+	}
+	l, err := Up(ctx, lo)
 	if err != nil {
 		res.Error = "lab up: " + err.Error()
 		return res, nil
@@ -234,8 +262,17 @@ func RunChaos(ctx context.Context, o ChaosOptions) (res *ChaosResult, err error)
 	prefix, dir := l.Prefix, l.Dir
 	cgroup := l.DaemonCgroup()
 	runDir := l.Path(dirRun)
+	boxNS := ""
+	if l.Box() != nil {
+		// No cgroup2 in the box: the daemon makes no group there.
+		cgroup, boxNS = "", l.Box().NetNS
+	}
 	mounted := false
+	c := &chaosRun{o: o, l: l}
 	defer func() {
+		if c.stopLog != nil {
+			c.stopLog()
+		}
 		if mounted {
 			if uerr := unmountRunTmpfs(runDir); uerr != nil {
 				res.Leftovers = append(res.Leftovers, uerr.Error())
@@ -245,22 +282,38 @@ func RunChaos(ctx context.Context, o ChaosOptions) (res *ChaosResult, err error)
 			res.Leftovers = append(res.Leftovers, "lab close: "+cerr.Error())
 		}
 		res.Leftovers = append(res.Leftovers, leftovers(prefix, dir, cgroup)...)
+		if boxNS != "" {
+			if _, err := os.Stat(filepath.Join("/run/owrtbox", boxNS)); err == nil {
+				res.Leftovers = append(res.Leftovers, "box run directory /run/owrtbox/"+boxNS)
+			}
+		}
 		res.Invariants = append(res.Invariants, ChaosInvariant{invTeardown, len(res.Leftovers) == 0,
 			fmt.Sprintf("%d leftover(s) %s", len(res.Leftovers), strings.Join(res.Leftovers, "; "))})
 	}()
-	if err := mountRunTmpfs(runDir); err != nil {
-		res.Error = err.Error()
-		return res, nil
-	}
-	mounted = true
-	good, err := os.ReadFile(l.DaemonConfigPath())
-	if err != nil {
-		res.Error = err.Error()
-		return res, nil
-	}
-	c := &chaosRun{o: o, l: l, goodConfig: good}
-	c.sup = newSupervisor(l, []string{"run", "--config", l.DaemonConfigPath()})
 	supCtx, stopSup := context.WithCancel(context.Background())
+	if l.Box() != nil {
+		c.runDir, c.goodConfig, err = c.setupBoxChaos(ctx, ipks)
+		if err != nil {
+			stopSup()
+			res.Error = fmt.Sprintf("OpenWrt router: %v; daemon log tail:\n%s", err, l.daemonLogTail(25))
+			return res, nil
+		}
+		c.sup = newProcdWatch(l)
+	} else {
+		if err := mountRunTmpfs(runDir); err != nil {
+			stopSup()
+			res.Error = err.Error()
+			return res, nil
+		}
+		mounted = true
+		c.runDir = runDir
+		if c.goodConfig, err = os.ReadFile(l.DaemonConfigPath()); err != nil {
+			stopSup()
+			res.Error = err.Error()
+			return res, nil
+		}
+		c.sup = newSupervisor(l, []string{"run", "--config", l.DaemonConfigPath()})
+	}
 	go c.sup.run(supCtx)
 	defer c.sup.stop(stopSup)
 
@@ -279,7 +332,7 @@ func RunChaos(ctx context.Context, o ChaosOptions) (res *ChaosResult, err error)
 		return res, nil
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
-	c.watch = newChaosWatch(l, c.sup)
+	c.watch = newChaosWatch(l, c.sup, c.runDir)
 	c.traffic = newChaosTraffic(l)
 	c.watch.start(wctx)
 	c.traffic.start(wctx)
@@ -313,6 +366,9 @@ func chaosNodeAddr(name string) string {
 // loop runs bursts until the duration is used up.
 func (c *chaosRun) loop(ctx context.Context, res *ChaosResult) {
 	sched := newChaosSchedule(c.o.Seed, ProcdRespawnRetry-1)
+	if c.l.Box() != nil {
+		sched = newChaosScheduleFrom(c.o.Seed, ProcdRespawnRetry-1, boxCatalogue)
+	}
 	deadline := time.Now().Add(c.o.Duration)
 	for n := 1; ctx.Err() == nil && time.Until(deadline) > 20*time.Second; n++ {
 		b := sched.next()

@@ -32,6 +32,11 @@ const brokenConfigTail = "\nconfig surflare 'main'\n\toption check_interval 'soo
 
 // on switches f on; it returns a detail for the timeline.
 func (c *chaosRun) on(ctx context.Context, f chaosFault) (string, error) {
+	if c.l.Box() != nil {
+		if detail, ok, err := c.onBox(ctx, f); ok {
+			return detail, err
+		}
+	}
 	switch f.Name {
 	case ChaosNFTFlush:
 		nc, err := nftConn(c.l.ns[RoleRouter])
@@ -68,6 +73,11 @@ func (c *chaosRun) on(ctx context.Context, f chaosFault) (string, error) {
 
 // off ends f (one-shot faults have nothing to end).
 func (c *chaosRun) off(ctx context.Context, f chaosFault) (string, error) {
+	if c.l.Box() != nil {
+		if detail, ok, err := c.offBox(ctx, f); ok {
+			return detail, err
+		}
+	}
 	switch f.Name {
 	case ChaosNFTFlush:
 		// The firewall's restart: fw4 back (its stand-in, lab_fw4); the

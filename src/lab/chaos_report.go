@@ -44,7 +44,7 @@ func (c *chaosRun) report(res *ChaosResult) {
 	for _, e := range exits {
 		if !e.Expected {
 			unexpected++
-			c.watch.violate(invExits, "daemon pid %d exited by itself after %s: %s", e.PID, e.End.Sub(e.Start).Round(time.Millisecond), e.Status)
+			c.watch.violateAt(e.End, invExits, "daemon pid %d exited by itself after %s: %s", e.PID, e.End.Sub(e.Start).Round(time.Millisecond), e.Status)
 		}
 	}
 	if halted {
@@ -65,11 +65,22 @@ func (c *chaosRun) report(res *ChaosResult) {
 		}
 	}
 	panics := w.panics
+	res.ScrapeFails = w.scrapeFails
 	w.mu.Unlock()
 	sort.Strings(res.Daemon.StateFiles)
 	res.FDs = slopeOf(procs, func(p procSample) int { return p.FDs })
 	res.Threads = slopeOf(procs, func(p procSample) int { return p.Threads })
 	res.RSSKB = slopeOf(procs, func(p procSample) int { return p.RSSKB })
+	var scraped []procSample
+	for _, p := range procs {
+		if p.Goroutines >= 0 {
+			scraped = append(scraped, p)
+		}
+	}
+	res.Goroutines = slopeOf(scraped, func(p procSample) int { return p.Goroutines })
+	if len(scraped) == 0 {
+		w.violate(invGoroutines, "no go_goroutines sample in %d scrapes of the daemon's /metrics", len(procs))
+	}
 	// A slope over a few minutes is the warm-up's (heap growing to its
 	// working size, the first probes' connections), not a leak: it is
 	// judged only over minSlopeSpan of samples.
@@ -79,6 +90,9 @@ func (c *chaosRun) report(res *ChaosResult) {
 	}
 	if judged && res.Threads.PerHour > maxThreadGrowthPerHour {
 		w.violate(invThreads, "thread slope %.2f/min (%.0f/h > %d/h)", res.Threads.PerMin, res.Threads.PerHour, maxThreadGrowthPerHour)
+	}
+	if res.Goroutines.SpanMin >= minSlopeSpan.Minutes() && res.Goroutines.PerHour > maxGoroutineGrowthPerHour {
+		w.violate(invGoroutines, "goroutine slope %.2f/min (%.0f/h > %d/h)", res.Goroutines.PerMin, res.Goroutines.PerHour, maxGoroutineGrowthPerHour)
 	}
 	if judged && res.RSSKB.PerHour > maxRSSGrowthPerHourKB {
 		w.violate(invRSS, "RSS slope %.0f kB/min (%.0f kB/h > %d kB/h)", res.RSSKB.PerMin, res.RSSKB.PerHour, maxRSSGrowthPerHourKB)
@@ -114,6 +128,7 @@ func (c *chaosRun) report(res *ChaosResult) {
 		ChaosInvariant{invRespawn, held(invRespawn), fmt.Sprintf("max respawn_count %d of %d (threshold %s, timeout %s)", maxCount, ProcdRespawnRetry, ProcdRespawnThreshold, ProcdRespawnTimeout)},
 		ChaosInvariant{invFDs, held(invFDs), slopeFigure(res.FDs, "")},
 		ChaosInvariant{invThreads, held(invThreads), slopeFigure(res.Threads, "")},
+		ChaosInvariant{invGoroutines, held(invGoroutines), slopeFigure(res.Goroutines, "") + fmt.Sprintf("; %d of %d scrapes failed", res.ScrapeFails, len(procs))},
 		ChaosInvariant{invRSS, held(invRSS), slopeFigure(res.RSSKB, " kB")},
 		ChaosInvariant{invStateFiles, held(invStateFiles), fmt.Sprintf("%d reads of %d files, %d bad", res.Daemon.StateReads, len(res.Daemon.StateFiles), count[invStateFiles])},
 	)

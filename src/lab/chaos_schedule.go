@@ -3,6 +3,7 @@ package lab
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -141,7 +142,8 @@ type chaosBurst struct {
 // chaosSchedule draws bursts from a seed.
 type chaosSchedule struct {
 	r          *rand.Rand
-	restarts   int // daemon restarts drawn so far
+	cat        []chaosKind // the catalogue drawn from
+	restarts   int         // daemon restarts drawn so far
 	maxRestart int
 }
 
@@ -150,7 +152,14 @@ type chaosSchedule struct {
 // crashes within respawn_threshold of each start, so a run that killed it
 // more often would measure procd's giving up, not the daemon.
 func newChaosSchedule(seed uint64, maxRestarts int) *chaosSchedule {
-	return &chaosSchedule{r: rand.New(rand.NewPCG(seed, seed^0x5eed_c4a05)), maxRestart: maxRestarts}
+	return newChaosScheduleFrom(seed, maxRestarts, chaosCatalogue)
+}
+
+// newChaosScheduleFrom draws from another catalogue (the OpenWrt
+// router's, boxCatalogue). A catalogue of its own keeps the lab's draws
+// for a seed what they were.
+func newChaosScheduleFrom(seed uint64, maxRestarts int, cat []chaosKind) *chaosSchedule {
+	return &chaosSchedule{r: rand.New(rand.NewPCG(seed, seed^0x5eed_c4a05)), cat: cat, maxRestart: maxRestarts}
 }
 
 // next draws the next burst.
@@ -160,7 +169,7 @@ func (s *chaosSchedule) next() chaosBurst {
 	var b chaosBurst
 	used := map[string]bool{}
 	total := 0
-	for _, k := range chaosCatalogue {
+	for _, k := range s.cat {
 		total += k.weight
 	}
 	for len(b.Faults) < n {
@@ -199,18 +208,18 @@ func (s *chaosSchedule) next() chaosBurst {
 
 func (s *chaosSchedule) pick(total int) chaosKind {
 	x := s.r.IntN(total)
-	for _, k := range chaosCatalogue {
+	for _, k := range s.cat {
 		if x < k.weight {
 			return k
 		}
 		x -= k.weight
 	}
-	return chaosCatalogue[len(chaosCatalogue)-1]
+	return s.cat[len(s.cat)-1]
 }
 
 // chaosKindOf finds a catalogue entry.
 func chaosKindOf(name string) (chaosKind, error) {
-	for _, k := range chaosCatalogue {
+	for _, k := range append(slices.Clip(chaosCatalogue), boxOnlyKinds...) {
 		if k.name == name {
 			return k, nil
 		}

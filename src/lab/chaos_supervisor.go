@@ -58,6 +58,22 @@ type daemonExit struct {
 	Halted   bool      `json:"halted,omitempty"`
 }
 
+// chaosDaemon is what a chaos run needs of whoever keeps the daemon
+// running: the lab's supervisor (procd's rules, modelled) or, on the
+// OpenWrt router, real procd watched from outside (chaos_box.go). Pids
+// are host pids: the watcher reads /proc with them.
+type chaosDaemon interface {
+	run(ctx context.Context)
+	stop(cancel context.CancelFunc)
+	// kill is the chaos kill (SIGKILL); offset, if set, steps the next
+	// instance's clocks. It returns the pid killed, 0 if none ran.
+	kill(offset string) int
+	signal(sig syscall.Signal) error
+	running() int
+	instance() (pid int, start time.Time)
+	report() (exits []daemonExit, starts, maxCount int, halted bool, startErrs []string)
+}
+
 // supervisor runs the daemon as procd would.
 type supervisor struct {
 	l      *Lab
@@ -206,6 +222,13 @@ func (s *supervisor) signal(sig syscall.Signal) error {
 		return fmt.Errorf("the daemon is not running (respawn pending)")
 	}
 	return syscall.Kill(pid, sig)
+}
+
+// instance is the running instance's pid and start (0 while down).
+func (s *supervisor) instance() (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pid, s.startedAt
 }
 
 // running is the current pid (0 while down).

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -158,5 +159,83 @@ func TestCheckStateFile(t *testing.T) {
 		if got := checkStateFile(c.name, []byte(c.body)) != ""; got != c.bad {
 			t.Errorf("%s %q: bad=%v, want %v", c.name, c.body, got, c.bad)
 		}
+	}
+}
+
+// The OpenWrt router's catalogue draws fw4's reloads and never a clock
+// step (procd execs the daemon: no time namespace of its own), and the
+// lab's draws for a seed are not changed by it.
+func TestBoxChaosCatalogue(t *testing.T) {
+	s := newChaosScheduleFrom(7, ProcdRespawnRetry-1, boxCatalogue)
+	seen := map[string]bool{}
+	for range 400 {
+		for _, f := range s.next().Faults {
+			seen[f.Name] = true
+		}
+	}
+	for _, name := range []string{ChaosFW4Reload, ChaosFirewallRestart, ChaosNFTFlush, FaultTableWipe, FaultWANDown, ChaosWANAddr, ChaosKill9} {
+		if !seen[name] {
+			t.Errorf("the box catalogue never drew %s in 400 bursts", name)
+		}
+	}
+	if seen[ChaosClockStep] {
+		t.Error("the box catalogue drew clock-step")
+	}
+	for _, k := range boxOnlyKinds {
+		if _, err := chaosKindOf(k.name); err != nil {
+			t.Error(err)
+		}
+	}
+	lab := draw(7, 400)
+	for _, b := range lab {
+		for _, f := range b.Faults {
+			if f.Name == ChaosFW4Reload || f.Name == ChaosFirewallRestart {
+				t.Fatalf("the lab's schedule drew the box-only %s", f.Name)
+			}
+		}
+	}
+}
+
+func TestFindMetric(t *testing.T) {
+	text := "# HELP go_goroutines_x other\ngo_goroutines_x 9\n# HELP go_goroutines n\n# TYPE go_goroutines gauge\ngo_goroutines 42\nprocess_open_fds 17\n"
+	if v, err := findMetric(strings.NewReader(text), "go_goroutines"); err != nil || v != 42 {
+		t.Errorf("go_goroutines = %v, %v; want 42", v, err)
+	}
+	if _, err := findMetric(strings.NewReader("up 1\n"), "go_goroutines"); err == nil {
+		t.Error("a missing series gave no error")
+	}
+}
+
+// The goroutine invariant is judged from the daemon's go_goroutines: a
+// steady leak over the judged span breaks it, a flat count holds, and a
+// run where /metrics never answered cannot claim it held.
+func TestChaosGoroutineInvariant(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	verdict := func(g func(minute int) int) ChaosInvariant {
+		t.Helper()
+		w := &chaosWatch{stateFiles: map[string]int{}}
+		for m := range 12 {
+			at := t0.Add(chaosWarmupExclude + time.Duration(m)*time.Minute)
+			w.procs = append(w.procs, procSample{At: at, PID: 1, Start: t0, FDs: 20, Threads: 10, RSSKB: 18000, Goroutines: g(m)})
+		}
+		c := &chaosRun{sup: newSupervisor(nil, nil), watch: w, traffic: newChaosTraffic(nil)}
+		res := &ChaosResult{}
+		c.report(res)
+		for _, i := range res.Invariants {
+			if i.Name == invGoroutines {
+				return i
+			}
+		}
+		t.Fatal("no goroutine invariant in the report")
+		return ChaosInvariant{}
+	}
+	if v := verdict(func(int) int { return 40 }); !v.Held {
+		t.Errorf("a flat goroutine count broke the invariant: %s", v.Figure)
+	}
+	if v := verdict(func(m int) int { return 40 + 3*m }); v.Held {
+		t.Errorf("3 goroutines a minute (180/h) over 11 min held: %s", v.Figure)
+	}
+	if v := verdict(func(int) int { return -1 }); v.Held {
+		t.Errorf("no scrape answered, yet the invariant held: %s", v.Figure)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // its log (panics), and its status (for the phases and the timeline).
 
 const (
-	chaosSampleEvery   = time.Second            // leaks, fd, RSS, threads
+	chaosSampleEvery   = time.Second            // leaks, fd, RSS, threads, goroutines
 	chaosStateEvery    = 150 * time.Millisecond // state files
 	chaosStatusEvery   = 500 * time.Millisecond
 	chaosLogEvery      = 250 * time.Millisecond
@@ -35,6 +35,9 @@ type procSample struct {
 	FDs     int       `json:"fds"`
 	Threads int       `json:"threads"`
 	RSSKB   int       `json:"rss_kb"`
+	// Goroutines is the daemon's go_goroutines; -1 when the scrape
+	// failed (the daemon busy or between instances).
+	Goroutines int `json:"goroutines"`
 }
 
 // ChaosViolation is one broken invariant.
@@ -51,7 +54,11 @@ type ChaosViolation struct {
 // chaosWatch collects samples and violations until its ctx ends.
 type chaosWatch struct {
 	l   *Lab
-	sup *supervisor
+	sup chaosDaemon
+	// runDir is where the daemon keeps its state files (seen from the
+	// host); metrics scrapes the daemon's /metrics.
+	runDir  string
+	metrics *metricsScraper
 
 	mu         sync.Mutex
 	procs      []procSample
@@ -63,11 +70,13 @@ type chaosWatch struct {
 	logOff     int64
 	logLines   []logLine
 	panics     int
-	wg         sync.WaitGroup
+	// scrapeFails counts samples whose /metrics scrape failed.
+	scrapeFails int
+	wg          sync.WaitGroup
 }
 
-func newChaosWatch(l *Lab, sup *supervisor) *chaosWatch {
-	w := &chaosWatch{l: l, sup: sup, stateFiles: map[string]int{}}
+func newChaosWatch(l *Lab, sup chaosDaemon, runDir string) *chaosWatch {
+	w := &chaosWatch{l: l, sup: sup, runDir: runDir, stateFiles: map[string]int{}, metrics: newMetricsScraper(l)}
 	if fi, err := os.Stat(l.LogPath(DaemonName)); err == nil {
 		w.logOff = fi.Size()
 	}
@@ -99,9 +108,15 @@ func (w *chaosWatch) start(ctx context.Context) {
 func (w *chaosWatch) wait() { w.wg.Wait() }
 
 func (w *chaosWatch) violate(inv, format string, a ...any) {
+	w.violateAt(time.Now(), inv, format, a...)
+}
+
+// violateAt records a violation judged later (at the report) at the time
+// it happened, so its timeline and log excerpt are the ones around it.
+func (w *chaosWatch) violateAt(at time.Time, inv, format string, a ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.viol = append(w.viol, ChaosViolation{At: time.Now(), Invariant: inv, Detail: fmt.Sprintf(format, a...)})
+	w.viol = append(w.viol, ChaosViolation{At: at, Invariant: inv, Detail: fmt.Sprintf(format, a...)})
 }
 
 // sample reads the leak counters and the daemon's /proc figures.
@@ -123,9 +138,8 @@ func (w *chaosWatch) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	w.sup.mu.Lock()
-	ps.Start = w.sup.startedAt
-	w.sup.mu.Unlock()
+	_, ps.Start = w.sup.instance()
+	ps.Goroutines = w.goroutines(ctx)
 	w.mu.Lock()
 	w.procs = append(w.procs, ps)
 	w.mu.Unlock()
@@ -168,7 +182,7 @@ func readProc(pid int) (procSample, error) {
 // file as a number. Dot files are the atomic writer's temporaries and the
 // chaos filler; sockets and the lock are not state.
 func (w *chaosWatch) readStateFiles(ctx context.Context) {
-	dir := w.l.Path(dirRun)
+	dir := w.runDir
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return

@@ -123,6 +123,14 @@ func labConfig(l *Lab) uciFile {
 	var f uciFile
 	main := f.section("surflare", "main").
 		opt("enabled", "1").opt("mode", "rule").opt("role", "router").opt("node", Nodes[0].Name)
+	// In rule mode strict direct narrows nothing by default, because the
+	// real client's rule mode sends foreign sites direct (E3). A lab whose
+	// fake routes rule mode the old way (rule_routing=legacy: nothing
+	// foreign leaves direct) is the client docs/modes.md tells to set
+	// strict_direct_rule, so the lab sets it, as such a household would.
+	if li, err := l.VendorInfo(); err == nil && li.Vendor.RuleRouting == fakes.RoutingLegacy {
+		main.opt("strict_direct_rule", "1")
+	}
 	var cands []string
 	for _, n := range Nodes {
 		cands = append(cands, n.Name)

@@ -91,8 +91,15 @@ func (l *Lab) StartDaemon(ctx context.Context, sets ...string) (int, error) {
 // StartDaemonArgs is StartDaemon with extra `run` flags (e.g.
 // --open-on-exit).
 func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string) (int, error) {
+	return l.startDaemon(ctx, args, nil, sets)
+}
+
+// startDaemon is StartDaemonArgs; files are handed to the daemon as
+// descriptors 3, 4, … (exec.Cmd.ExtraFiles), as a parent that leaks
+// descriptors would (fds_e5_test.go).
+func (l *Lab) startDaemon(ctx context.Context, args []string, files []*os.File, sets []string) (int, error) {
 	if l.box != nil {
-		if len(args) > 0 {
+		if len(args) > 0 || len(files) > 0 {
 			return 0, fmt.Errorf("lab %s: the OpenWrt router's daemon runs as procd starts it (no extra flags: %v)", l.Prefix, args)
 		}
 		return l.startBoxDaemon(ctx, sets)
@@ -111,7 +118,9 @@ func (l *Lab) StartDaemonArgs(ctx context.Context, args []string, sets ...string
 		}
 	}
 	argv := append([]string{"run", "--config", l.DaemonConfigPath()}, args...)
-	pid, err := l.startLogged(DaemonName, l.daemonCommand(argv...), l.startInRouterNet)
+	cmd := l.daemonCommand(argv...)
+	cmd.ExtraFiles = files
+	pid, err := l.startLogged(DaemonName, cmd, l.startInRouterNet)
 	if err != nil {
 		return 0, err
 	}
@@ -266,7 +275,7 @@ func (l *Lab) signalDaemon(ctx context.Context, sig syscall.Signal) (time.Durati
 		return time.Since(start), ctx.Err()
 	}
 	took := time.Since(start)
-	if sig == syscall.SIGTERM && !p.cmd.ProcessState.Success() {
+	if (sig == syscall.SIGTERM || sig == syscall.SIGQUIT) && !p.cmd.ProcessState.Success() {
 		return took, fmt.Errorf("lab %s: daemon exited with %v after SIGTERM; log tail:\n%s", l.Prefix, p.cmd.ProcessState, l.daemonLogTail(20))
 	}
 	return took, nil

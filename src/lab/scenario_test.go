@@ -202,7 +202,7 @@ func TestEveryScenarioIsRegistered(t *testing.T) {
 	for _, want := range []string{ScenarioNodeDown, ScenarioNodeBlackhole, ScenarioRelayBlackhole, ScenarioProxyCrash,
 		ScenarioDomesticExit, ScenarioAuthExpired, ScenarioAuth429, ScenarioSubscription, ScenarioAPIDownReconnect,
 		ScenarioStorm, ScenarioKill9Connect, ScenarioProxyLoop, ScenarioDNSLeak,
-		ScenarioModeGlobal, ScenarioModeRule, ScenarioModeDirect} {
+		ScenarioModeGlobal, ScenarioModeRule, ScenarioModeDirect, ScenarioTunnelOnlyAPI} {
 		if !slices.Contains(names, want) {
 			t.Errorf("scenario %s not registered (have %q)", want, names)
 		}
@@ -317,6 +317,26 @@ func scenarioCases() []scenarioCase {
 					fmtExtra(r.Extra["fd_exhausted_for_s"]), loopHold, r.Extra["peak_fds"], r.Extra["fd_limit"], r.Extra["guard_log"])
 			}
 			recovers(t, r)
+		}},
+		{name: ScenarioTunnelOnlyAPI, check: func(t *testing.T, r ScenarioRun) {
+			if r.Extra["token_expired_at_fault"] != false {
+				t.Errorf("the token was %v s old when the node went down: not refreshed", fmtExtra(r.Extra["token_age_at_fault_s"]))
+			}
+			recovers(t, r)
+		}},
+		// Without the refresh the token has expired and the API cannot be
+		// reached: no recovery, said plainly, and nothing leaks meanwhile.
+		{name: ScenarioTunnelOnlyAPI, sets: []string{"surflare.main.login_refresh=0"}, check: func(t *testing.T, r ScenarioRun) {
+			if r.Extra["token_expired_at_fault"] != true {
+				t.Errorf("the token was renewed without a refresh: the scenario proves nothing")
+			}
+			if r.Recovered {
+				t.Errorf("recovered with an expired token and no way to the account API: %s", r.Outcome)
+			}
+			if why, _ := r.Extra["why"].(string); !strings.Contains(why, "failed the account check") {
+				t.Errorf("why line %q does not say the account check fails", why)
+			}
+			noLeak(t, r)
 		}},
 		// The guard switched off: the same loop must exhaust the proxy, or
 		// the check above could not fail.

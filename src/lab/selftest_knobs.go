@@ -194,8 +194,8 @@ func knobRows(home Node) []knobRow {
 		{knobs: []string{"udp=1"}, expected: "global mode: router's UDP DNS reaches the resolver from the exit", run: udpDNS(home, true)},
 		{knobs: []string{"udp=0"}, expected: "global mode: router's UDP DNS goes direct (WAN, counted as leak)", leaky: true, run: udpDNS(home, false)},
 		// E9: the account API and the token.
-		{knobs: []string{"api_access=tunnel"}, expected: "login works connected, fails disconnected (network error)", run: apiAccess(withPW, true)},
-		{knobs: []string{"api_access=any"}, expected: "login works connected and disconnected", run: apiAccess(withPW, false)},
+		{knobs: []string{"api_access=tunnel"}, expected: "login works connected, fails disconnected (network error); connect on the cached token works", run: apiAccess(connectHome, withPW, true)},
+		{knobs: []string{"api_access=any"}, expected: "login works connected and disconnected; connect works", run: apiAccess(connectHome, withPW, false)},
 		{knobs: []string{"api_loss=100"}, expected: "login through the tunnel: network error", run: func(ctx context.Context, l *Lab) (string, bool) {
 			out, err := login(ctx, l, withPW...)
 			return oneLine(out, err), err != nil && strings.Contains(out, "network error")
@@ -429,7 +429,7 @@ func udpDNS(home Node, udp bool) func(ctx context.Context, l *Lab) (string, bool
 	}
 }
 
-func apiAccess(withPW []string, tunnelOnly bool) func(ctx context.Context, l *Lab) (string, bool) {
+func apiAccess(connect, withPW []string, tunnelOnly bool) func(ctx context.Context, l *Lab) (string, bool) {
 	return func(ctx context.Context, l *Lab) (string, bool) {
 		login := func() (string, error) {
 			return l.Surflare(ctx, append(append([]string{"login", "-u", LabUsername}, withPW...), "--remember")...)
@@ -437,11 +437,14 @@ func apiAccess(withPW []string, tunnelOnly bool) func(ctx context.Context, l *La
 		_, inErr := login()
 		_, _ = l.Surflare(ctx, "disconnect")
 		out, outErr := login()
-		seen := fmt.Sprintf("connected: %v; disconnected: %s", errOK(inErr), oneLine(out, outErr))
+		// Disconnected, the token from the connected login is valid: with
+		// a tunnel-only API connect goes ahead on it (E9).
+		cout, cErr := l.Surflare(ctx, append([]string{"connect"}, connect...)...)
+		seen := fmt.Sprintf("connected: %v; disconnected: %s; connect: %s", errOK(inErr), oneLine(out, outErr), oneLine(cout, cErr))
 		if tunnelOnly {
-			return seen, inErr == nil && outErr != nil && strings.Contains(out, "network error")
+			return seen, inErr == nil && outErr != nil && strings.Contains(out, "network error") && cErr == nil
 		}
-		return seen, inErr == nil && outErr == nil
+		return seen, inErr == nil && outErr == nil && cErr == nil
 	}
 }
 

@@ -261,6 +261,25 @@ func readNoFile(path string) (int, error) {
 	return 0, fmt.Errorf("%s: no \"Max open files\" line", path)
 }
 
+// Listening reports whether any TCP socket (IPv4 or IPv6) of this network
+// namespace listens on port: the vendor's proxy may run well before it
+// listens (E6), and traffic sent to it meanwhile hits a closed port.
+func (s Scanner) Listening(port int) (bool, error) {
+	for _, f := range []string{"net/tcp", "net/tcp6"} {
+		data, err := os.ReadFile(filepath.Join(s.root(), f))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading %s: %w", f, err)
+		}
+		if len(listeningInodes(data, port)) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // ListenerPIDs returns the pids holding a TCP socket listening on port (any
 // address, IPv4 or IPv6). Crash cleanup uses it to find a stale proxy still
 // bound to the tproxy port, whatever its name.

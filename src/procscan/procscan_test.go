@@ -145,6 +145,22 @@ func TestListenerPIDs(t *testing.T) {
 	}
 }
 
+// E6: a port with a listener is up, the same port closed is not.
+func TestListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if up, err := (Scanner{}).Listening(port); err != nil || !up {
+		t.Errorf("Listening(%d) = %v, %v with a listener", port, up, err)
+	}
+	ln.Close()
+	if up, err := (Scanner{}).Listening(port); err != nil || up {
+		t.Errorf("Listening(%d) = %v, %v after close", port, up, err)
+	}
+}
+
 // fakeProc builds a minimal procfs tree for parsing edge cases.
 func fakeProc(t *testing.T, pid, stat, comm, limits string) string {
 	t.Helper()

@@ -50,10 +50,13 @@ type Options struct {
 type Learner struct {
 	o Options
 
+	poke chan struct{}
+
 	mu        sync.Mutex
 	known     map[netip.Addr]bool
 	ports     map[uint16]bool
 	portsRead time.Time
+	learned   int // relays handed to Add, for Run's back-off
 }
 
 // maxRelays bounds what is learned (a vendor uses a handful).
@@ -63,8 +66,20 @@ const maxRelays = 64
 // they are read again.
 const serverPortsTTL = time.Minute
 
-// ScanEvery is how often Run reads conntrack for relay flows.
-const ScanEvery = 10 * time.Second
+// ScanEvery is how often Run reads conntrack for relay flows while the
+// tunnel is new. A dump returns every tracked flow of the router (LAN
+// traffic included) and was a sixth of an idle daemon's CPU (issue 19), so
+// while scans find nothing new Run doubles the wait up to ScanIdleMax; a
+// learned relay or a Poke (the engine changed state: a connect, a
+// rotation) brings it back to ScanEvery. ScanIdleMax stays under
+// conntrack's TIME_WAIT (120 s), so a short relay connection that closed
+// cleanly is still in the table at the next scan; the proxy's open
+// connections are learned from the early detector's samples (Observe)
+// every few seconds whatever this wait.
+const (
+	ScanEvery   = 10 * time.Second
+	ScanIdleMax = 80 * time.Second
+)
 
 // New returns a Learner that knows no relay yet.
 func New(o Options) *Learner {
@@ -74,7 +89,7 @@ func New(o Options) *Learner {
 	if o.Log == nil {
 		o.Log = slog.Default().With("subsystem", "relays")
 	}
-	return &Learner{o: o, known: map[netip.Addr]bool{}}
+	return &Learner{o: o, known: map[netip.Addr]bool{}, poke: make(chan struct{}, 1)}
 }
 
 // Observe is fed the destinations of the proxy's established outbound
@@ -83,21 +98,46 @@ func (l *Learner) Observe(ctx context.Context, dsts []netip.AddrPort) {
 	l.learn(ctx, dsts)
 }
 
-// Run reads conntrack every ScanEvery until ctx ends.
+// Run reads conntrack until ctx ends: ScanEvery at first and after a
+// Poke or a scan that learned something, then backing off to ScanIdleMax
+// (see ScanEvery).
 func (l *Learner) Run(ctx context.Context) error {
+	wait := ScanEvery
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.o.Clock.After(ScanEvery / 5):
 		}
+		before := l.learnedCount()
 		l.Scan(ctx)
+		if l.learnedCount() != before {
+			wait = ScanEvery
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-l.o.Clock.After(ScanEvery):
+		case <-l.o.Clock.After(wait):
+			wait = min(2*wait, ScanIdleMax)
+		case <-l.poke:
+			wait = ScanEvery
 		}
 	}
+}
+
+// Poke tells Run that the tunnel changed (a connect, a rotation): it
+// scans soon and at ScanEvery again. It never blocks.
+func (l *Learner) Poke() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Learner) learnedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.learned
 }
 
 // Scan reads conntrack once and learns the original destinations of the
@@ -138,6 +178,7 @@ func (l *Learner) learn(ctx context.Context, dsts []netip.AddrPort) {
 		l.known[a] = true
 		fresh = append(fresh, a)
 	}
+	l.learned += len(fresh)
 	l.mu.Unlock()
 	if len(fresh) == 0 {
 		return

@@ -241,9 +241,11 @@ func (h *Handle) delRule(fam Family, prio int) error {
 
 // RemoveTunnel deletes the tunnel routing of fam. With all=false only what
 // the watchdog installed goes (our rule; the route only when no other rule
-// still needs it); with all=true every fwmark rule and table 100's route go,
-// which is how a crashed vendor proxy's leftovers are cleared. ENOENT counts
-// as success. It returns how many objects it removed.
+// still needs it); with all=true every fwmark rule goes, duplicates
+// included, and table 100 is flushed: that is how a crashed vendor proxy's,
+// a killed long-lived CLI's or a half-done disconnect's leftovers are
+// cleared (E7). ENOENT counts as success. It returns how many objects it
+// removed.
 func (h *Handle) RemoveTunnel(ctx context.Context, fam Family, all bool) (int, error) {
 	st, err := h.Tunnel(ctx, fam)
 	if err != nil {
@@ -260,6 +262,10 @@ func (h *Handle) RemoveTunnel(ctx context.Context, fam Family, all bool) (int, e
 		}
 		removed++
 	}
+	if all {
+		n, err := h.flushTunnelTable(fam)
+		return removed + n, err
+	}
 	if st.LocalRoute && others == 0 {
 		lo, err := loIndex(h.h)
 		if err != nil {
@@ -273,4 +279,21 @@ func (h *Handle) RemoveTunnel(ctx context.Context, fam Family, all bool) (int, e
 		removed++
 	}
 	return removed, nil
+}
+
+// flushTunnelTable deletes every route of fam in table 100, whatever the
+// vendor put there (`ip route flush table 100`).
+func (h *Handle) flushTunnelTable(fam Family) (int, error) {
+	routes, err := h.h.RouteListFiltered(int(fam), &netlink.Route{Table: TunnelTable}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return 0, fmt.Errorf("listing %s table %d: %w", fam, TunnelTable, err)
+	}
+	n := 0
+	for i := range routes {
+		if err := h.h.RouteDel(&routes[i]); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+			return n, fmt.Errorf("flushing %s table %d: %w", fam, TunnelTable, err)
+		}
+		n++
+	}
+	return n, nil
 }

@@ -244,3 +244,52 @@ func TestWANDeviceNeighboursAndListening(t *testing.T) {
 		t.Fatalf("want both ends of the connection, got %d of %d sockets", n, len(socks))
 	}
 }
+
+// E7: a killed long-lived CLI or a failed disconnect leaves the vendor's
+// rule once per connect and table 100's routes; RemoveTunnel(all) drains
+// every copy and flushes the table, in both families.
+func TestRemoveTunnelAllDrainsDuplicatesAndFlushesTable100(t *testing.T) {
+	ctx := context.Background()
+	_, h := freshNS(t)
+	lo, err := loIndex(h.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []Family{IPv4, IPv6} {
+		for i := 0; i < 3; i++ { // kernel-chosen priorities, as the vendor adds them
+			r := netlink.NewRule()
+			r.Mark, r.Table, r.Family = MarkTunnel, TunnelTable, int(fam)
+			if err := h.h.RuleAdd(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, rt := range []*netlink.Route{
+			{LinkIndex: lo, Dst: defaultDst(fam), Table: TunnelTable, Type: unix.RTN_LOCAL, Scope: unix.RT_SCOPE_HOST, Family: int(fam)},
+			{LinkIndex: lo, Dst: hostPrefix(fam), Table: TunnelTable, Type: unix.RTN_LOCAL, Scope: unix.RT_SCOPE_HOST, Family: int(fam)},
+		} {
+			if err := h.h.RouteAdd(rt); err != nil {
+				t.Fatalf("%s: planting %v: %v", fam, rt, err)
+			}
+		}
+		if st, _ := h.Tunnel(ctx, fam); len(st.Rules) != 3 || !st.LocalRoute {
+			t.Fatalf("%s: planted state %+v", fam, st)
+		}
+		n, err := h.RemoveTunnel(ctx, fam, true)
+		if err != nil || n != 5 {
+			t.Errorf("%s: RemoveTunnel(all) = %d, %v; want 5 (3 rules, 2 routes)", fam, n, err)
+		}
+		if st, _ := h.Tunnel(ctx, fam); len(st.Rules) != 0 || st.LocalRoute {
+			t.Errorf("%s: left %+v", fam, st)
+		}
+		if rs, _ := h.h.RouteListFiltered(int(fam), &netlink.Route{Table: TunnelTable}, netlink.RT_FILTER_TABLE); len(rs) != 0 {
+			t.Errorf("%s: table %d not flushed: %v", fam, TunnelTable, rs)
+		}
+	}
+}
+
+func hostPrefix(fam Family) *net.IPNet {
+	if fam == IPv6 {
+		return &net.IPNet{IP: net.ParseIP("fd00:99::1"), Mask: net.CIDRMask(128, 128)}
+	}
+	return &net.IPNet{IP: net.IPv4(198, 18, 99, 1).To4(), Mask: net.CIDRMask(32, 32)}
+}

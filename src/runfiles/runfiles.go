@@ -36,6 +36,9 @@ const (
 	NodeHealthFile   = "surflare_node_health.json"
 	ProbeResultsFile = "surflare_probe_results.json"
 	Storm503File     = "surflare_503_state"
+	// HandoverFile asks the daemon's next SIGTERM to leave the tunnel to
+	// the next instance (a restart, not a stop); init scripts write it.
+	HandoverFile = "surflare_watchdog.handover"
 )
 
 // IPCFiles are the files a crashed daemon may leave behind that describe a

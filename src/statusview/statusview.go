@@ -48,8 +48,9 @@ type status struct {
 		StormCooldownUntil *time.Time `json:"storm_cooldown_until"`
 		RateLimitedUntil   *time.Time `json:"rate_limited_until"`
 		Auth               struct {
-			State     string `json:"state"`
-			LastError string `json:"last_error"`
+			State     string   `json:"state"`
+			LastError string   `json:"last_error"`
+			Refresh   *refresh `json:"refresh"`
 		} `json:"auth"`
 	} `json:"signals"`
 	Candidates  []candidate `json:"candidates"`
@@ -63,6 +64,42 @@ type status struct {
 			Addr   string `json:"addr"`
 		} `json:"wan"`
 	} `json:"daemon"`
+}
+
+// refresh is the proactive login refresh (absent from older daemons).
+type refresh struct {
+	IntervalS int64      `json:"interval_s"`
+	Running   bool       `json:"running"`
+	LastAt    *time.Time `json:"last_at"`
+	Outcome   string     `json:"outcome"`
+	LastError string     `json:"last_error"`
+	NextAt    *time.Time `json:"next_at"`
+}
+
+// text is the refresh in a few words, with its ages: what the login row
+// adds after the login state.
+func (r *refresh) text(now time.Time) string {
+	switch {
+	case r == nil:
+		return ""
+	case r.IntervalS <= 0:
+		return "refresh off"
+	}
+	var parts []string
+	switch {
+	case r.Running:
+		parts = append(parts, "refreshing now")
+	case r.LastAt == nil:
+		parts = append(parts, "not refreshed yet")
+	case r.Outcome == "ok":
+		parts = append(parts, "refreshed "+Ago(*r.LastAt, now))
+	default:
+		parts = append(parts, "refresh FAILED "+Ago(*r.LastAt, now)+": "+orDash(r.LastError))
+	}
+	if r.NextAt != nil && !r.Running {
+		parts = append(parts, "next "+In(*r.NextAt, now))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // why is the daemon's own one-line explanation of its state.
@@ -197,6 +234,9 @@ func (s status) rows(now time.Time) [][2]string {
 	login := orDash(strings.ReplaceAll(s.Signals.Auth.State, "_", " "))
 	if e := s.Signals.Auth.LastError; e != "" && s.Signals.Auth.State != "ok" {
 		login += ": " + e
+	}
+	if r := s.Signals.Auth.Refresh.text(now); r != "" {
+		login += "; " + r
 	}
 	check := "none yet"
 	if lc := s.LastCheck; lc != nil {

@@ -143,3 +143,33 @@ func TestExitNotJudgedShown(t *testing.T) {
 		t.Errorf("a judged exit needs no note:\n%s", out)
 	}
 }
+
+// The login row says when the login was last refreshed and when the next
+// refresh is due, and a failed refresh with its error; an older daemon's
+// answer (no refresh field) keeps the plain row.
+func TestLoginRefreshInLoginRow(t *testing.T) {
+	last, next := now.Add(-4*time.Minute), now.Add(26*time.Minute)
+	withRefresh := func(r map[string]any) func(map[string]any) {
+		return func(m map[string]any) {
+			m["signals"].(map[string]any)["auth"].(map[string]any)["refresh"] = r
+		}
+	}
+	for _, c := range []struct {
+		r    map[string]any
+		want string
+	}{
+		{map[string]any{"interval_s": 1800, "last_at": last, "outcome": "ok", "next_at": next}, `(?m)^login: +ok; refreshed 4 min ago, next in 26 min$`},
+		{map[string]any{"interval_s": 1800, "last_at": last, "outcome": "failed", "last_error": "surflare login failed (retryable): network error", "next_at": next},
+			`(?m)^login: +ok; refresh FAILED 4 min ago: surflare login failed \(retryable\): network error, next in 26 min$`},
+		{map[string]any{"interval_s": 1800, "next_at": next}, `(?m)^login: +ok; not refreshed yet, next in 26 min$`},
+		{map[string]any{"interval_s": 0}, `(?m)^login: +ok; refresh off$`},
+	} {
+		out := render(canned(t, withRefresh(c.r)), Options{})
+		if !regexp.MustCompile(c.want).MatchString(out) {
+			t.Errorf("no line matches %s in:\n%s", c.want, out)
+		}
+	}
+	if out := render(canned(t, nil), Options{}); !regexp.MustCompile(`(?m)^login: +ok$`).MatchString(out) {
+		t.Errorf("without a refresh field:\n%s", out)
+	}
+}

@@ -64,6 +64,11 @@ func (c *Client) Login(ctx context.Context) error {
 	var r result
 	if c.opts.LoginMode == LoginArgv {
 		r, err = c.run(ctx, c.opts.LoginTimeout, "login", "-u", c.opts.Username, "-p", pass, "--remember")
+		if err == nil && noArgvForm(r) {
+			// E10: a client with the prompt only. The terminal form is
+			// the safer one anyway: use it.
+			r, err = c.loginPTY(ctx, pass)
+		}
 	} else {
 		r, err = c.loginPTY(ctx, pass)
 	}
@@ -71,6 +76,10 @@ func (c *Client) Login(ctx context.Context) error {
 		return err
 	}
 	r.out = strings.ReplaceAll(r.out, pass, "********")
+	if c.opts.LoginMode != LoginArgv && noPromptForm(r) {
+		return &LoginError{Fatal: true, Code: r.code, Reason: "this Surflare client takes the password only on its command line (" + brief(r.out) +
+			"): set auth.login_mode to 'argv' (local programs can then see the password while a login runs)"}
+	}
 	return c.classifyLogin(r)
 }
 
@@ -98,6 +107,7 @@ func (c *Client) loginPTY(ctx context.Context, pass string) (result, error) {
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	// Setsid makes the child a session and process-group leader; Setctty
 	// makes the pty its /dev/tty, where a password prompt is read from.
+	CloseInheritedOnExec() // E5, as in run
 	master, err := pty.StartWithAttrs(cmd, nil, &syscall.SysProcAttr{Setsid: true, Setctty: true})
 	if err != nil {
 		return result{}, fmt.Errorf("starting %s login on a pty: %w", c.opts.Bin, err)

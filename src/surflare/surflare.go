@@ -164,6 +164,7 @@ func (c *Client) run(ctx context.Context, timeout time.Duration, args ...string)
 	var buf limitedBuffer
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf
+	CloseInheritedOnExec() // E5: the proxy it forks keeps what it inherits
 	err := cmd.Run()
 	return c.finish(ctx, cctx, cmd, buf.String(), err)
 }

@@ -98,25 +98,9 @@ func (w *Watchdog) startAuthLocked() {
 // never blocks it.
 func (w *Watchdog) loginRound(ctx context.Context, s Settings, gen int) {
 	defer w.send(loginRoundOver{gen: gen})
-	delay := s.LoginBackoffMin
-	for attempt := 1; attempt <= s.LoginRetries+1; attempt++ {
-		if attempt > 1 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.clock.After(delay):
-			}
-			delay = min(delay*2, s.LoginBackoffMax)
-		}
-		err := w.d.Vendor.Login(ctx)
-		if ctx.Err() != nil {
-			return
-		}
+	w.loginTries(ctx, ctx, s, func(attempt int, err error) {
 		w.send(loginAttempt{gen: gen, attempt: attempt, err: err})
-		if err == nil || surflare.IsFatal(err) {
-			return
-		}
-	}
+	})
 }
 
 func (w *Watchdog) onLoginLocked(e loginAttempt) {
@@ -127,6 +111,7 @@ func (w *Watchdog) onLoginLocked(e loginAttempt) {
 	w.counters.LoginAttempts++
 	if e.err == nil {
 		w.logLocked(slog.LevelInfo, "Login succeeded")
+		w.loginSucceededLocked()
 		wasOpen := a.failOpen
 		// The worker returns right after a success; it is done.
 		*a = authFacts{checking: a.checking}

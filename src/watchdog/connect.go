@@ -91,6 +91,7 @@ func (w *Watchdog) startConnectLocked(node, reason string, o origin) {
 	w.retryAt, w.nextCheckAt = time.Time{}, time.Time{}
 	w.f.connecting, w.f.connected = true, false
 	w.f.lanProxied = false
+	w.stopRefreshRetriesLocked()
 	w.node = node
 	w.connectStartedAt = now
 	s := w.s
@@ -279,6 +280,7 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 		w.lastGood = e.node
 		w.markHealthyLocked()
 		w.nextCheckAt = now.Add(w.s.CheckInterval)
+		w.maybeRefreshLocked()
 	case errors.Is(e.err, context.Canceled):
 		// Whoever cancelled (stop, WAN down, a newer command) decides next.
 	case errors.Is(e.err, errAuthNeeded):
@@ -337,6 +339,7 @@ func (w *Watchdog) accountAPIDownLocked(e connectDone) {
 	if w.f.diag || w.f.wanDown {
 		return // resuming reconnects
 	}
+	w.maybeFallbackLoginLocked() // refresh.go: the token may have expired
 	w.scheduleConnectLocked(e.node, w.clock.Now().Add(d), "account API unreachable")
 	w.retryUnlimited = true
 }

@@ -118,11 +118,13 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 		}
 		w.markHealthyLocked()
 		w.nextCheckAt = now.Add(w.s.CheckInterval)
+		w.maybeRefreshLocked()
 		w.updateLocked("check " + string(r.Outcome))
 		return
 	}
 
 	w.counters.FailedChecks++
+	w.stopRefreshRetriesLocked()
 	w.f.consecutiveFails++
 	w.counters.ConsecutiveFailures = w.f.consecutiveFails
 	w.logLocked(slog.LevelWarn, fmt.Sprintf("Health check failed on %s: %s (%d/%d)", w.node, r.Outcome, w.f.consecutiveFails, w.s.FailThreshold),

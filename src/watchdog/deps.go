@@ -131,4 +131,10 @@ type Deps struct {
 	Preflight Preflighter
 	// LoadSettings re-reads the config for SIGHUP / Reload without args.
 	LoadSettings func() (Settings, error)
+	// TunnelIntact, if set, reports whether the kernel holds the whole
+	// tunnel a previous instance verified (the vendor's table, its
+	// routing, a listening proxy, the LAN tproxy live), with why in a few
+	// words; a restart adopts such a tunnel when it proves healthy
+	// (adopt.go). Without it every start reconnects.
+	TunnelIntact func(ctx context.Context) (bool, string)
 }

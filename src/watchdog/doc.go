@@ -123,6 +123,12 @@
 // nodes log health marks dead. The open cycle's failures carry over, so
 // rotation and storm protection continue across a kill -9.
 //
+// When that tunnel is healthy, whole in the kernel (Deps.TunnelIntact) and
+// on the node chosen anyway, it is adopted instead of reconnected: the
+// tunnel-ending cleanup steps are skipped and the LAN never leaves the
+// proxy (adopt.go). Handover is the stop for a restart that leaves the
+// tunnel, the kill switch and the LAN tables to the next instance.
+//
 // The seed design had two storm rules that contradict each other: "N
 // reconnects within the window means a storm: cool down" and "cool down when
 // every candidate is exhausted". With 6 candidates and a limit of 6 the first
@@ -227,6 +233,15 @@
 // reaches FailOpenAfter and FailOpen is enabled the kill switch is dropped
 // so the household keeps internet access (the state says fail_open); with
 // FailOpen disabled it stays closed. A later successful login re-arms it.
+//
+// Auth is also proactive (refresh.go, E9): where the account API answers
+// only through the tunnel, a login after the tunnel is lost cannot work, so
+// every LoginRefresh (30 min) the login is renewed while the tunnel is
+// healthy, with the same backoff. A refresh never touches the tunnel and
+// its failures are not login failures (no fail-open, no auth_failed): they
+// are logged and shown in Status.Conditions.Auth.Refresh. When connects keep
+// failing "Account check failed" (fallbackLoginAfter in a row) the same
+// worker tries a direct login, at most every fallbackLoginEvery.
 //
 // # Stop
 //

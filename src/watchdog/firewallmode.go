@@ -15,7 +15,9 @@ const (
 	// cooldown, and every state after a failed connect.
 	FirewallKillSwitch FirewallMode = iota
 	// FirewallLANProxy: everything, LAN TCP into the verified proxy, the
-	// tunnel routing (fwmark rule, table 100) ensured.
+	// tunnel routing (fwmark rule, table 100) ensured. Also at startup
+	// while a tunnel the previous instance verified is looked at for
+	// adoption (adopt.go): its LAN tables are what it left in the kernel.
 	FirewallLANProxy
 	// FirewallFailOpen: no tables at all and nothing re-applying them; the
 	// user chose availability over privacy after repeated login failures.
@@ -53,7 +55,7 @@ func firewallMode(f facts) FirewallMode {
 	case f.auth.failOpen || f.pre.openSetup:
 		// A fresh install without an account (preflight.go) is open too.
 		return FirewallFailOpen
-	case f.lanProxied:
+	case f.lanProxied || f.adopting:
 		return FirewallLANProxy
 	default:
 		return FirewallKillSwitch

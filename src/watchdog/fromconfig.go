@@ -31,6 +31,7 @@ func SettingsFromConfig(c *config.Config) Settings {
 		s.Phase2Timeout = m.ConnectDataplaneTimeout
 	}
 	s.FailOpen = m.FailOpen
+	s.LoginRefresh = m.LoginRefresh
 	a := c.Auth
 	s.LoginRetries, s.LoginBackoffMin, s.LoginBackoffMax = a.LoginRetries, a.LoginBackoffMin, a.LoginBackoffMax
 	s.FailOpenAfter, s.SubscriptionCooldown = a.FailOpenAfter, a.SubscriptionCooldown

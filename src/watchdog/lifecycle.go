@@ -9,12 +9,16 @@ import (
 )
 
 // startup: moat, a look at the vendor's tunnel (before cleanup stops it),
-// crash cleanup, kill switch, ISP address. Only a kill switch that cannot
-// be armed is fatal: connecting without it could leak.
-func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
+// the choice of the first node, crash cleanup, kill switch, ISP address.
+// Only a kill switch that cannot be armed is fatal: connecting without it
+// could leak. A healthy tunnel the kernel holds whole is adopted
+// (adopt.go): the cleanup steps that would end it are skipped.
+func (w *Watchdog) startup(ctx context.Context) (startPlan, error) {
 	fw := w.d.Firewall
+	intact := w.tunnelIntact(ctx)
 	w.mu.Lock()
-	mode := firewallMode(w.f) // the kill switch: not started, nothing verified
+	w.f.adopting = intact
+	mode := firewallMode(w.f) // the kill switch (LAN in the proxy while adopting)
 	w.mu.Unlock()
 	// The moat and the kill switch go in together, before anything else
 	// (arming early is only safer); after the crash cleanup they are
@@ -23,13 +27,36 @@ func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 		w.log.Warn("Installing the moat counters failed; continuing without them", "err", err)
 	}
 	vt, haveVT := w.lookAtVendor(ctx)
+	w.mu.Lock()
+	var plan startPlan
+	plan.node, plan.why = w.chooseStartLocked(vt, haveVT)
+	if intact && haveVT {
+		var why string
+		if plan.adopt, why = w.adoptableLocked(vt, plan.node); !plan.adopt {
+			w.log.Info("Not adopting the running tunnel: " + why)
+		}
+	}
+	plan.vt = vt
+	w.f.adopting = plan.adopt
+	mode = firewallMode(w.f)
+	w.mu.Unlock()
+	if intact && !plan.adopt {
+		// The LAN leaves the tunnel that did not pass before cleanup ends it.
+		if err := fw.Set(ctx, mode); err != nil {
+			w.log.Warn("Resetting the LAN before the cleanup failed", "err", err)
+		}
+	}
 	for i, st := range w.d.Cleanup {
+		if plan.adopt && !adoptSafeSteps[st.Name] {
+			w.log.Debug(fmt.Sprintf("Crash cleanup %d/%d (%s) skipped: the tunnel is adopted", i+1, len(w.d.Cleanup), st.Name))
+			continue
+		}
 		if err := st.Run(ctx); err != nil {
 			w.log.Warn(fmt.Sprintf("Crash cleanup %d/%d (%s) failed", i+1, len(w.d.Cleanup), st.Name), "err", err)
 		}
 	}
 	if err := fw.Set(ctx, mode); err != nil {
-		return vt, haveVT, fmt.Errorf("installing kill switch: %w", err)
+		return plan, fmt.Errorf("installing kill switch: %w", err)
 	}
 	if w.d.Network != nil {
 		addr, err := w.d.Network.ISPAddr(ctx)
@@ -42,7 +69,7 @@ func (w *Watchdog) startup(ctx context.Context) (vendorTunnel, bool, error) {
 			w.log.Info("ISP address " + addr.String())
 		}
 	}
-	return vt, haveVT, ctx.Err()
+	return plan, ctx.Err()
 }
 
 // stop: firewall teardown policy, vendor processes, bounded auth wait, pid
@@ -72,18 +99,27 @@ func (w *Watchdog) stop(ctx context.Context, open bool) {
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.s.StopTimeout)
 	defer cancel()
-	if open {
+	w.mu.Lock()
+	handover := w.handoverStopLocked()
+	w.mu.Unlock()
+	switch {
+	case handover:
+		// adopt.go: nothing of the tunnel or the tables is touched.
+		w.log.Info("Stopping for a restart: the tunnel, the kill switch and the LAN tables stay for the next instance")
+	case open:
 		w.log.Warn("Stopping on request with open: removing the kill switch too")
-	} else {
+	default:
 		w.log.Info("Stopping: the kill switch stays armed")
 	}
-	if err := w.d.Firewall.Set(sctx, mode); err != nil {
-		w.log.Error("Firewall teardown failed", "err", err)
-	}
-	if err := w.d.Vendor.Disconnect(sctx); err != nil {
-		w.log.Warn("Vendor disconnect failed; flushing its leftovers", "err", err)
-		if err := w.d.Firewall.FlushVendor(sctx); err != nil {
-			w.log.Error("Flushing the vendor table failed", "err", err)
+	if !handover {
+		if err := w.d.Firewall.Set(sctx, mode); err != nil {
+			w.log.Error("Firewall teardown failed", "err", err)
+		}
+		if err := w.d.Vendor.Disconnect(sctx); err != nil {
+			w.log.Warn("Vendor disconnect failed; flushing its leftovers", "err", err)
+			if err := w.d.Firewall.FlushVendor(sctx); err != nil {
+				w.log.Error("Flushing the vendor table failed", "err", err)
+			}
 		}
 	}
 	if err := w.waitAuth(w.s.AuthStopWait); err != nil {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"surflare-watchdog/src/health"
 	"surflare-watchdog/src/runfiles"
 	"surflare-watchdog/src/surflare"
 )
@@ -96,12 +97,17 @@ func (w *Watchdog) loadMemory() memory {
 // daemon that died left its kill switch in the kernel anyway.
 const startupLookBudget = 5 * time.Second
 
-// vendorTunnel is a tunnel the previous instance left running.
-type vendorTunnel struct{ node, transit string }
+// vendorTunnel is a tunnel the previous instance left running: what the
+// vendor's status says of it and the check it passed (adopt.go keeps it
+// when the kernel holds the whole of it).
+type vendorTunnel struct {
+	node, transit, mode string
+	check               health.Result
+}
 
 // lookAtVendor asks whether the vendor still runs a tunnel and whether it
-// works, before crash cleanup stops it. The tunnel is not adopted (cleanup
-// removes it; the connect sequence proves a fresh one), only its node.
+// works, before crash cleanup stops it. Whether it is adopted or only its
+// node is kept is startup's decision (adopt.go).
 func (w *Watchdog) lookAtVendor(ctx context.Context) (vendorTunnel, bool) {
 	ctx, cancel := context.WithTimeout(ctx, startupLookBudget)
 	defer cancel()
@@ -115,7 +121,7 @@ func (w *Watchdog) lookAtVendor(ctx context.Context) (vendorTunnel, bool) {
 		return vendorTunnel{}, false
 	}
 	w.log.Info(fmt.Sprintf("The vendor's tunnel on %s is healthy", st.Node))
-	return vendorTunnel{node: st.Node, transit: st.Transit}, true
+	return vendorTunnel{node: st.Node, transit: st.Transit, mode: st.Mode, check: r}, true
 }
 
 // chooseStartLocked picks the first node (and transit) at startup: the

@@ -57,8 +57,12 @@ type Settings struct {
 	LoginBackoffMin      time.Duration // first retry delay (3 s)
 	LoginBackoffMax      time.Duration // cap and delay between rounds (60 s)
 	SubscriptionCooldown time.Duration // (1 h)
-	FailOpen             bool          // drop the kill switch after FailOpenAfter login failures
-	FailOpenAfter        int           // (5)
+	// LoginRefresh renews the login this often while the tunnel is healthy
+	// (30 min; 0 = never): see refresh.go. Each refresh is a round of
+	// LoginRetries retries with the login backoff.
+	LoginRefresh  time.Duration
+	FailOpen      bool // drop the kill switch after FailOpenAfter login failures
+	FailOpenAfter int  // (5)
 
 	StopTimeout  time.Duration // teardown + disconnect budget on stop (2.5 s; the whole stop stays under 5 s)
 	AuthStopWait time.Duration // how long stop waits for the login worker (1 s)
@@ -138,6 +142,9 @@ func (s Settings) Validate() error {
 	}
 	if s.FailOpenAfter < 1 {
 		errs = append(errs, fmt.Errorf("fail_open_after must be at least 1, got %d", s.FailOpenAfter))
+	}
+	if s.LoginRefresh < 0 {
+		errs = append(errs, fmt.Errorf("login_refresh must not be negative (0 = off), got %s", s.LoginRefresh))
 	}
 	if s.LoginRetries < 0 {
 		errs = append(errs, fmt.Errorf("login_retries must not be negative, got %d", s.LoginRetries))

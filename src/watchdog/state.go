@@ -46,8 +46,12 @@ type facts struct {
 	// proxy; cleared when a connect starts, a storm cooldown begins or the
 	// kill switch is dropped (firewallmode.go).
 	lanProxied bool
-	stopOpen   bool         // the stop removes the kill switch too (--open-on-exit)
-	pre        blockerFacts // what the last preflight found (preflight.go)
+	// adopting: startup found the whole tunnel a previous instance had
+	// verified still in the kernel (adopt.go); the LAN stays in the proxy
+	// while it is checked, instead of being reset for the look.
+	adopting bool
+	stopOpen bool         // the stop removes the kill switch too (--open-on-exit)
+	pre      blockerFacts // what the last preflight found (preflight.go)
 }
 
 // authFacts are the authentication half of the facts.
@@ -139,6 +143,8 @@ type AuthStatus struct {
 	Failures          int        `json:"failures"`
 	LastError         string     `json:"last_error,omitempty"`
 	SubscriptionUntil *time.Time `json:"subscription_until,omitempty"`
+	// Refresh is the proactive login refresh (refresh.go).
+	Refresh *RefreshStatus `json:"refresh,omitempty"`
 }
 
 // Conditions are the watchdog's own flags plus the detectors' states (JSON

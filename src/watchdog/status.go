@@ -40,7 +40,7 @@ func (w *Watchdog) statusLocked() Status {
 		Diag:          w.f.diag,
 		WANDown:       w.f.wanDown,
 		WANDownProbed: w.f.wanDownProbed,
-		Auth:          AuthStatus{State: authState(a, now), Failures: a.failures, LastError: a.lastError},
+		Auth:          AuthStatus{State: authState(a, now), Failures: a.failures, LastError: a.lastError, Refresh: w.refreshStatusLocked(now)},
 	}
 	if now.Before(w.f.cooldownUntil) {
 		t := w.f.cooldownUntil

@@ -93,9 +93,11 @@ type Watchdog struct {
 	authCancel    context.CancelFunc
 	authDone      chan struct{}
 	actions       []*userAction // user actions being played out (useraction.go)
+	refresh       refreshState  // proactive login refresh (refresh.go)
 
 	shutdown     bool
 	shutdownOpen bool
+	handover     bool // the stop leaves the tunnel to the next instance (adopt.go)
 
 	subs    map[int]chan Event
 	nextSub int
@@ -156,7 +158,7 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	w.opCtx, w.opCancel = context.WithCancel(context.WithoutCancel(ctx))
 	w.mu.Unlock()
 
-	vt, haveVT, err := w.startup(ctx)
+	plan, err := w.startup(ctx)
 	if err != nil {
 		if ctx.Err() != nil { // stopped during startup: a clean stop
 			w.stop(ctx, false)
@@ -168,17 +170,23 @@ func (w *Watchdog) Run(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.f.started = true
-	node, why := w.chooseStartLocked(vt, haveVT) // loads the memory the preflight's facts need
+	node, why := plan.node, plan.why
 	w.node = node
+	if plan.adopt {
+		w.adoptLocked(plan.vt)
+	}
 	w.mu.Unlock()
 	w.startupPreflight(ctx)
 	w.mu.Lock()
 	w.preflightAt = w.clock.Now().Add(w.s.CheckInterval)
-	if w.f.pre.blocked() {
+	switch {
+	case plan.adopt:
+		// Connected already: the tunnel was kept (adopt.go).
+	case w.f.pre.blocked():
 		// A local cause: no node is tried, none is marked failed; the
 		// preflight runs again every CheckInterval and on `check`.
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s once the router is ready: %s", node, w.transit, why))
-	} else {
+	default:
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Starting with %s via %s: %s", node, w.transit, why))
 		w.startConnectLocked(w.node, "startup", byEngineUnlimited)
 	}
@@ -318,6 +326,7 @@ func (w *Watchdog) nextWakeLocked() time.Time {
 	consider(w.f.auth.subscriptionUntil)
 	consider(w.authRetryAt)
 	consider(w.preflightAt)
+	consider(w.refreshWakeLocked())
 	if !w.pausedLocked() {
 		consider(w.retryAt)
 		consider(w.nextCheckAt)
@@ -351,6 +360,7 @@ func (w *Watchdog) tickLocked() {
 	if due(w.preflightAt, now) {
 		w.runPreflightLocked()
 	}
+	w.maybeRefreshLocked()
 	if w.pausedLocked() {
 		return
 	}
@@ -401,6 +411,10 @@ func (w *Watchdog) handleEventLocked(ev any) {
 		w.onLoginRoundOverLocked(e)
 	case preflightDone:
 		w.onPreflightLocked(e)
+	case refreshAttempt:
+		w.onRefreshAttemptLocked(e)
+	case refreshOver:
+		w.onRefreshOverLocked(e)
 	}
 	w.dirty = true
 }

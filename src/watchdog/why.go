@@ -91,6 +91,9 @@ func (w *Watchdog) whyLocked(st Status, now time.Time) Why {
 		if now.Before(w.rateLimitedUntil) {
 			return y(WhyAction, "Kill switch on: too many reconnects; next try in "+humanDuration(w.rateLimitedUntil.Sub(now)))
 		}
+		if sev, line := w.accountWhyLocked(now); line != "" {
+			return y(sev, line)
+		}
 		if !w.retryAt.IsZero() {
 			return y(WhyWarn, fmt.Sprintf("Kill switch on: trying %s again in %s", orNode(w.retryNode, w.node), humanDuration(w.retryAt.Sub(now))))
 		}

@@ -35,7 +35,10 @@ const (
 // port from the ephemeral range, while a tproxy-accepted socket's local
 // port is the client's original destination port (443, 80, …).
 type ProxySampler struct {
-	h              *route.Handle
+	// d dumps only the sockets a process can hold (route.OwnedTCPSockets):
+	// the listeners and TIME_WAIT sockets Sample drops anyway stay in the
+	// kernel (issue 19: they were most of each dump).
+	d              *route.SockDiag
 	pids           func() ([]int, error)
 	procRoot       string
 	ephLo, ephHi   uint16
@@ -79,11 +82,11 @@ func NewProxySampler(o SamplerOptions) (*ProxySampler, error) {
 	if ns == 0 {
 		ns = netns.None()
 	}
-	h, err := route.Open(ns)
+	d, err := route.OpenSockDiag(ns)
 	if err != nil {
 		return nil, fmt.Errorf("opening sock_diag: %w", err)
 	}
-	s := &ProxySampler{h: h, pids: o.PIDs, procRoot: o.ProcRoot, ephLo: defaultEphemeralLo, ephHi: defaultEphemeralHi}
+	s := &ProxySampler{d: d, pids: o.PIDs, procRoot: o.ProcRoot, ephLo: defaultEphemeralLo, ephHi: defaultEphemeralHi}
 	if s.procRoot == "" {
 		s.procRoot = procscan.DefaultRoot
 	}
@@ -96,7 +99,7 @@ func NewProxySampler(o SamplerOptions) (*ProxySampler, error) {
 }
 
 // Close releases the netlink socket.
-func (s *ProxySampler) Close() { s.h.Close() }
+func (s *ProxySampler) Close() { s.d.Close() }
 
 // Sample returns the proxy's sockets (every state but LISTEN and
 // TIME_WAIT). No proxy running is not an error: the sample is empty.
@@ -112,7 +115,7 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 	if len(inodes) == 0 {
 		return nil, nil
 	}
-	socks, err := s.h.AllTCPSockets(ctx)
+	socks, err := s.d.OwnedTCPSockets(ctx)
 	if err != nil {
 		return nil, err
 	}

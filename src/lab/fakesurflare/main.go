@@ -69,6 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "✘ %v\n", err)
 		return exitFailure
 	}
+	recordCall(e.labDir, args)
 	cmds := map[string]func(*env, []string) int{
 		"status":     cmdStatus,
 		"connect":    cmdConnect,

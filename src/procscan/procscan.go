@@ -77,6 +77,21 @@ func (s Scanner) root() string {
 	return s.Root
 }
 
+// netFile is the path of a /proc/net table (net/tcp, net/tcp6) as the
+// calling thread's network namespace sees it. Not /proc/net, which is
+// /proc/self/net: the namespace of the process's first thread, and a
+// goroutine that locks its thread and enters another namespace (the probe
+// namespace, route.ProbeNS) may have run there and left it in that
+// namespace for good; the daemon would then look for the proxy's listener
+// in the wrong namespace. An unlocked goroutine never runs on such a
+// thread, so thread-self is the daemon's own namespace.
+func (s Scanner) netFile(f string) string {
+	if s.Root == "" || s.Root == DefaultRoot {
+		return filepath.Join(DefaultRoot, "thread-self", f)
+	}
+	return filepath.Join(s.root(), f)
+}
+
 func (s Scanner) self() int {
 	if s.Self == 0 {
 		return os.Getpid()
@@ -266,7 +281,7 @@ func readNoFile(path string) (int, error) {
 // listens (E6), and traffic sent to it meanwhile hits a closed port.
 func (s Scanner) Listening(port int) (bool, error) {
 	for _, f := range []string{"net/tcp", "net/tcp6"} {
-		data, err := os.ReadFile(filepath.Join(s.root(), f))
+		data, err := os.ReadFile(s.netFile(f))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -286,7 +301,7 @@ func (s Scanner) Listening(port int) (bool, error) {
 func (s Scanner) ListenerPIDs(port int) ([]int, error) {
 	inodes := map[string]bool{}
 	for _, f := range []string{"net/tcp", "net/tcp6"} {
-		data, err := os.ReadFile(filepath.Join(s.root(), f))
+		data, err := os.ReadFile(s.netFile(f))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

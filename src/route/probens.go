@@ -120,8 +120,13 @@ func NewProbeNS(lanIf string, lan netip.Prefix) (*ProbeNS, error) {
 	return p, nil
 }
 
-// newUnnamedNS creates a namespace on a thread that is thrown away
-// afterwards, so no goroutine of ours ever runs in it by accident.
+// newUnnamedNS creates a namespace on a locked thread and puts the thread
+// back into the daemon's namespace before it is unlocked, so no goroutine
+// of ours ever runs in the new one by accident. Throwing the thread away
+// instead is not enough: when the goroutine happens to run on the main
+// thread, Go keeps that thread (idle) rather than ending it, and the
+// process's first thread — whose namespace /proc/self/net shows — stays in
+// the probe namespace for good.
 func newUnnamedNS() (netns.NsHandle, error) {
 	type res struct {
 		h   netns.NsHandle
@@ -129,8 +134,17 @@ func newUnnamedNS() (netns.NsHandle, error) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			ch <- res{netns.None(), err} // still locked: the thread ends with the goroutine
+			return
+		}
+		defer orig.Close()
 		h, err := netns.New()
+		if serr := netns.Set(orig); serr == nil {
+			runtime.UnlockOSThread()
+		} // else it stays locked, and the thread ends (or idles) where it is
 		ch <- res{h, err}
 	}()
 	r := <-ch

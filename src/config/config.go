@@ -190,6 +190,11 @@ type Storm503 struct {
 	Count        int           // 503s within Window that trigger it
 	Window       time.Duration // counting window
 	ActiveWindow time.Duration // how recent the last 503 must be for the storm to count as ongoing
+	// ProbeInterval is the 503 probe's cadence (0 = off): our own request
+	// for ProbeURL through the tunnel, so a storm is seen whatever the
+	// vendor's urltest cadence (issue 19; docs/storm503-probe.md).
+	ProbeInterval time.Duration
+	ProbeURL      string // the connectivity endpoint the vendor's urltest asks for
 }
 
 // Auth controls reactive login.
@@ -379,7 +384,8 @@ func Default() *Config {
 				"172.16.0.0/12", "192.168.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
 				"::1/128", "fc00::/7", "fe80::/10", "ff00::/8"),
 		},
-		Storm503: Storm503{Enabled: true, Count: 10, Window: 300 * time.Second, ActiveWindow: 60 * time.Second},
+		Storm503: Storm503{Enabled: true, Count: 10, Window: 300 * time.Second, ActiveWindow: 60 * time.Second,
+			ProbeInterval: 2 * time.Second, ProbeURL: "https://www.gstatic.com/generate_204"},
 		Auth: Auth{
 			LoginRetries:         5,
 			LoginBackoffMin:      3 * time.Second,

@@ -61,6 +61,8 @@ config storm503 'storm503'
 	option count '20'
 	option window '120'
 	option active_window '30'
+	option probe_interval '5'
+	option probe_url 'http://198.18.30.21/generate_204'
 
 config auth 'auth'
 	option login_retries '3'
@@ -172,7 +174,8 @@ func everyOptionWant() *Config {
 		Private:    []netip.Prefix{netip.MustParsePrefix("198.18.1.0/24")},
 		Endpoints:  []netip.Prefix{netip.MustParsePrefix("198.18.10.1/32"), netip.MustParsePrefix("198.18.40.0/24")},
 	}
-	c.Storm503 = Storm503{Enabled: false, Count: 20, Window: 120 * time.Second, ActiveWindow: 30 * time.Second}
+	c.Storm503 = Storm503{Enabled: false, Count: 20, Window: 120 * time.Second, ActiveWindow: 30 * time.Second,
+		ProbeInterval: 5 * time.Second, ProbeURL: "http://198.18.30.21/generate_204"}
 	c.Auth = Auth{LoginRetries: 3, LoginBackoffMin: time.Second, LoginBackoffMax: 20 * time.Second,
 		FailOpenAfter: 2, SubscriptionCooldown: 0, LoginMode: LoginArgv, LoginTimeout: 12 * time.Second,
 		AuthNeeded: []string{"please log in"}, SubscriptionInactive: []string{"no plan"}, LoginFatal: []string{"banned"}}

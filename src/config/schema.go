@@ -103,6 +103,8 @@ func (s *Storm503) options() []option {
 		integer("count", &s.Count, 1, 100000),
 		seconds("window", &s.Window, time.Second, day),
 		seconds("active_window", &s.ActiveWindow, time.Second, day),
+		seconds("probe_interval", &s.ProbeInterval, 0, time.Hour),
+		str("probe_url", &s.ProbeURL, httpURL),
 	}
 }
 

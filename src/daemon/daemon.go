@@ -212,7 +212,19 @@ func (d *Daemon) ispAddr() netip.Addr {
 }
 
 // tunnelView is the tunnel in use, as an engine event named it.
-type tunnelView struct{ node, transit string }
+type tunnelView struct {
+	node, transit string
+	since         time.Time // when node came into use (the first event naming it)
+}
+
+// nodeSince is when node came into use, as the engine's events said; now
+// when it is not the node in use (nothing seen so far is its).
+func (d *Daemon) nodeSince(node string) time.Time {
+	if v := d.tunnel.Load(); v != nil && v.node == node {
+		return v.since
+	}
+	return time.Now()
+}
 
 // currentTunnel is the node and transit in use as the engine's events last
 // said ("" before the first).
@@ -354,6 +366,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.startFrontends(auxCtx, c)
 	d.startChnroute(auxCtx, c)
 	d.startIdleProbe(auxCtx, c)
+	d.startStorm503Probe(auxCtx, c) // before Run: the engine's Override reads it
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer wcancel()

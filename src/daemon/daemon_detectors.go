@@ -95,7 +95,9 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			d.log.Error("Early detector disabled", "err", err)
 		} else {
 			o := detect.FromConfig(c, sampler, trig)
-			o.OnSample = func(ctx context.Context, _ time.Time, conns []detect.Conn) {
+			s.tally = detect.NewNodeTally(func() string { n, _ := d.currentTunnel(); return n }, o.Threshold)
+			o.OnSample = func(ctx context.Context, now time.Time, conns []detect.Conn) {
+				s.tally.Observe(now, conns) // per-node kernel evidence (detect/pernode.go)
 				var dsts []netip.AddrPort
 				for _, c := range conns {
 					if c.Outbound && c.State == detect.StateEstablished {
@@ -117,6 +119,9 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			}
 		}
 	}
+	if c.Main.IdleProbeInterval > 0 {
+		s.idleMiss = &idleMissEvidence{} // fed by the idle probe and the 503 probe (the heartbeat), read by corroborator
+	}
 	s.proxy = &proxyWatch{procs: d.procs, comm: c.Vendor.ProxyComm, clamp: s.clamp, guard: s.guard, log: d.log}
 	return nil
 }
@@ -129,14 +134,25 @@ func (d *Daemon) stopDetectors() {
 }
 
 // corroborator is the engine's evidence: the fast signals' (urltest,
-// counters) and the early detector's silent flows; nil when none runs.
+// counters), the early detector's silent flows and the failed-connection
+// burst; nil when none runs.
 func (d *Daemon) corroborator() watchdog.Corroborator {
 	var all detectors.AnyEvidence
 	if e := d.fast.evidence(); e != nil {
 		all = append(all, e)
 	}
-	if d.dets.det != nil {
+	if d.dets.tally != nil {
+		// The early detector's silent flows and stalled handshakes, bound
+		// to the node they were seen on (detect.NodeTally).
+		all = append(all, d.dets.tally)
+	} else if d.dets.det != nil {
 		all = append(all, detectors.Silence{Det: d.dets.det})
+	}
+	if d.fast != nil && d.fast.conns != nil {
+		all = append(all, d.fast.conns) // daemon_connfail_evidence.go
+	}
+	if d.dets.idleMiss != nil {
+		all = append(all, d.dets.idleMiss)
 	}
 	if len(all) == 0 {
 		return nil

@@ -29,6 +29,9 @@ type detectorSet struct {
 	lh          *loghealth.Monitor
 	storm503    *storm503.Monitor
 	override503 *detectors.Storm503Override // the engine's Override over storm503, bound to the node in use
+	probe503    *storm503.Probe             // our own request for the urltest endpoint (nil: off)
+	tally       *detect.NodeTally           // the early detector's samples per node in use (nil: detector off)
+	idleMiss    *idleMissEvidence           // the idle probe's last miss (nil: idle probe off)
 	guard       *loopguard.Guard
 	clamp       *keepalive.Clamp
 	proxy       *proxyWatch

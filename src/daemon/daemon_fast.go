@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync/atomic"
+	"time"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detectors"
@@ -24,6 +25,9 @@ type fastDetectors struct {
 	logs     *fastsignal.LogWatch
 	counters *fastsignal.CounterWatch
 	conns    *connFailWatch // failed LAN connections in the proxy log
+	// since is when a node came into use (Daemon.nodeSince): counter jumps
+	// from before it are the previous node's.
+	since func(node string) time.Time
 	// proxyChanged fires when the tracker finds a new set of proxy pids
 	// (nil without the tracker): the proxy watch follows it instead of
 	// polling every second.
@@ -105,7 +109,7 @@ func (c *proxyCache) alive(name string) (alive, known bool) {
 // proxy exit watch the pid cache is empty too, so pid questions fall back
 // to a /proc scan (proxyCache.pids).
 func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
-	f := &fastDetectors{}
+	f := &fastDetectors{since: d.nodeSince}
 	d.fast = f
 	sw := c.FastSignal
 	if !sw.ProxyExitOn() && !sw.NodeLogOn() && !sw.CountersOn() && !sw.ConnFailOn() {
@@ -202,7 +206,7 @@ func (f *fastDetectors) evidence() watchdog.Corroborator {
 	if f == nil || (f.logs == nil && f.counters == nil) {
 		return nil
 	}
-	return fastsignal.Evidence{Log: f.logs, Counters: f.counters, Names: detectors.EvidenceCounters}
+	return fastsignal.Evidence{Log: f.logs, Counters: f.counters, Names: detectors.EvidenceCounters, Since: f.since}
 }
 
 // pokeTracker rescans for the proxy at once (a transition: a connect

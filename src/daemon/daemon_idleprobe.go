@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detectors/idleprobe"
@@ -38,7 +39,12 @@ func (d *Daemon) startIdleProbe(ctx context.Context, c *config.Config) {
 			Beat:     func(ctx context.Context) error { return d.prober.p.Load().Beat(ctx) },
 			Proven:   proven,
 			Active:   active,
-			Miss:     func(err error) { d.trigger("IDLE_PROBE: no answer through the idle tunnel: " + err.Error()) },
+			Miss: func(err error) {
+				if node, _ := d.currentTunnel(); d.dets.idleMiss != nil {
+					d.dets.idleMiss.record(time.Now(), node, err.Error()) // evidence for the check (daemon_connfail_evidence.go)
+				}
+				d.trigger("IDLE_PROBE: no answer through the idle tunnel: " + err.Error())
+			},
 		})
 		return nil
 	})

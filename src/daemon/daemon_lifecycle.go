@@ -82,7 +82,11 @@ func (d *Daemon) startEvents(ctx context.Context) {
 		return nil
 	})
 	d.followEvents(ctx, "event follower", func(ctx context.Context, ev watchdog.Event) {
-		d.tunnel.Store(&tunnelView{node: ev.Node, transit: ev.Transit})
+		since := ev.At
+		if old := d.tunnel.Load(); old != nil && old.node == ev.Node {
+			since = old.since
+		}
+		d.tunnel.Store(&tunnelView{node: ev.Node, transit: ev.Transit, since: since})
 		if ev.Type != watchdog.EventTransition {
 			return
 		}
@@ -100,6 +104,7 @@ func (d *Daemon) startEvents(ctx context.Context) {
 			d.fast.logs.NewTunnel()
 		}
 		d.dets.override503.Follow(ev.Node)
+		d.dets.probe503.NewTunnel() // a new state: ask the 503 question again at once
 		d.publishState(ctx, ev)
 	})
 }

@@ -45,6 +45,31 @@ func (a AnyEvidence) Corroborate(now time.Time, node, transit string) (string, b
 	return "", false
 }
 
+// AsOfCorroborator is watchdog.AsOfCorroborator, restated: evidence the
+// check itself can feed (the proxy logs the check's own connections),
+// asked as it stood when the check started.
+type AsOfCorroborator interface {
+	CorroborateAsOf(asOf, now time.Time, node, transit string) (why string, broken bool)
+}
+
+// CorroborateAsOf is watchdog.AsOfCorroborator: each member that can tell
+// answers as of asOf, the others as of now.
+func (a AnyEvidence) CorroborateAsOf(asOf, now time.Time, node, transit string) (string, bool) {
+	for _, c := range a {
+		var why string
+		var ok bool
+		if ao, can := c.(AsOfCorroborator); can {
+			why, ok = ao.CorroborateAsOf(asOf, now, node, transit)
+		} else {
+			why, ok = c.Corroborate(now, node, transit)
+		}
+		if ok {
+			return why, true
+		}
+	}
+	return "", false
+}
+
 // CounterRule says which counters the counter watch follows and what a
 // jump of each means: the kill switch's drops of router traffic, strict
 // direct's refusals of the proxy's own direct traffic (a proxy going

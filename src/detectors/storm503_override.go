@@ -26,6 +26,13 @@ func (o *Storm503Override) SetFast(fast *fastsignal.LogWatch) {
 	}
 }
 
+// SetProbe adds the 503 probe's storm (nil: none).
+func (o *Storm503Override) SetProbe(p *storm503.Probe) {
+	if o != nil {
+		o.probe = p
+	}
+}
+
 // Storm503Override is watchdog.Override over the 503 monitor, bound to the
 // node in use: ADR-0001's storm is the exit's, so only the current node's
 // urltest 503s are counted, and the count starts over when the node changes
@@ -39,6 +46,10 @@ type Storm503Override struct {
 	// urltest round, while the other nodes answer, start the override
 	// without waiting for Count 503s (one round instead of four).
 	fast *fastsignal.LogWatch
+	// probe, if set, is the storm our own probe sees (storm503.Probe): the
+	// exit of the node in use answering the connectivity check with 503,
+	// whatever the vendor's urltest cadence.
+	probe *storm503.Probe
 
 	mu      sync.Mutex
 	current string // node in use as last seen; "" before the first connect
@@ -78,13 +89,16 @@ func (o *Storm503Override) Override(now time.Time) (string, bool) {
 		st := o.m.State(now)
 		return fmt.Sprintf("%d urltest 503s within %ds", st.Count, st.WindowS), true
 	}
-	if o.fast == nil {
-		return "", false
-	}
 	o.mu.Lock()
 	node := o.current
 	o.mu.Unlock()
 	if node == "" {
+		return "", false
+	}
+	if why, ok := o.probe.Storm(node, now); ok {
+		return why, true
+	}
+	if o.fast == nil {
 		return "", false
 	}
 	return o.fast.Node503(node)

@@ -53,3 +53,16 @@ func (c *Checker) Beat(ctx context.Context) error {
 }
 
 var errNoTunnelTarget = errors.New("no tunnel probe target configured")
+
+// TunnelStatus asks url once through the tunnel, on a fresh connection as
+// every probe (newClient), and returns the HTTP status the far end
+// answered: the 503 probe's question (package detectors/storm503), which
+// is about the exit's answer, not about reaching it. err is set when no
+// answer came (then status is 0). The probe timeout and ctx bound it.
+func (c *Checker) TunnelStatus(ctx context.Context, url string) (status int, err error) {
+	r := c.probe(ctx, PathTunnel, Target{Name: "storm503", Kind: KindSearch, URL: url})
+	if r.Status != 0 {
+		return r.Status, nil
+	}
+	return 0, errors.New(r.Error)
+}

@@ -175,6 +175,11 @@ func labConfig(l *Lab) uciFile {
 	// follows that advice, as a router owner would.
 	f.section("loopguard", "loopguard").opt("min_active", "200")
 
+	// The 503 probe asks what the fake proxy's urltest asks (lab.json's
+	// url_test_url), as the shipped default asks stock sing-box's urltest
+	// URL: a storm of the urltest endpoint is what ADR-0001 is about.
+	f.section("storm503", "storm503").opt("probe_url", fakes.DefaultLabInfo(l.Dir, "").URLTestURL)
+
 	probe := func(name, kind, url string) *uciSection {
 		return f.section("probe", name).opt("kind", kind).opt("url", url)
 	}

@@ -221,8 +221,10 @@ func TestLogHealthMarksExactlyTheBrokenNodes(t *testing.T) {
 // ("503 storm:"), the engine's override vetoes a passing check ("G2: 503
 // storm override") and a reconnect or rotation follows.
 func TestStorm503TriggersOverride(t *testing.T) {
-	// The storm monitor counts urltest 503s: the old 5 s cadence.
-	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3")
+	// The storm monitor counts urltest 503s: the old 5 s cadence, and our
+	// own 503 probe off, so this is the urltest path
+	// (TestStorm503ProbeWithoutURLTest is the probe's).
+	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3", "surflare.storm503.probe_interval=0")
 	ctx := context.Background()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
 	if err != nil {
@@ -271,8 +273,10 @@ func TestStorm503TriggersOverride(t *testing.T) {
 // healthy node it rotated to (seen: "G2: 503 storm override on Los
 // Angeles" 0.2 s after the rotation away from a 503-ing Dallas).
 func TestStorm503OverrideSparesOtherNodes(t *testing.T) {
-	// The storm monitor counts urltest 503s: the old 5 s cadence.
-	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3")
+	// The storm monitor counts urltest 503s: the old 5 s cadence, and our
+	// own 503 probe off, so this is the urltest path
+	// (TestStorm503ProbeWithoutURLTest is the probe's).
+	l := upDaemonVendor(t, fastURLTest, "surflare.storm503=storm503", "surflare.storm503.count=3", "surflare.storm503.probe_interval=0")
 	ctx := context.Background()
 	st, err := l.WaitDaemon(ctx, 20*time.Second, DaemonState.Healthy)
 	if err != nil {

@@ -179,11 +179,30 @@ func (w *Watchdog) connectSequence(ctx context.Context, s Settings, node string,
 	if err != nil {
 		return r, fmt.Errorf("%w within %s: %s", errPhase1, s.Phase1Timeout, r.Reason)
 	}
-	refused := func() bool { return w.urltestFailingSince(s, node, started) }
+	var refusedWhy string
+	refused := func() bool {
+		if w.urltestFailingSince(s, node, started) {
+			refusedWhy = fmt.Sprintf("the proxy's urltest fails on %s via %s since the connect", node, s.Transit)
+			return true
+		}
+		// The evidence the engine rotates on (corroborate.go), here
+		// without waiting for urltest: its sources count only what they
+		// saw on this node (the proxy logging our probes' connections
+		// through it as failed to several destinations, the kernel's
+		// signs on its sockets), so a dead next node is left in seconds
+		// whatever the vendor's urltest cadence, not after Phase2Timeout.
+		if w.d.Corroborator != nil {
+			if why, broken := w.d.Corroborator.Corroborate(w.clock.Now(), node, s.Transit); broken {
+				refusedWhy = why
+				return true
+			}
+		}
+		return false
+	}
 	r, err = w.poll(ctx, s.Phase2Timeout, s.Phase2Poll, w.d.Prober.Check, func(r health.Result) bool { return r.Outcome.Healthy() }, refused)
 	if errors.Is(err, errGaveUp) {
-		return r, fmt.Errorf("%w: the proxy's urltest fails on %s via %s since the connect, and so do our probes (%s %s); not waiting %s",
-			errPhase2, node, s.Transit, r.Outcome, r.Reason, s.Phase2Timeout)
+		return r, fmt.Errorf("%w: %w: %s, and so do our probes (%s %s); not waiting %s",
+			errPhase2, errGaveUp, refusedWhy, r.Outcome, r.Reason, s.Phase2Timeout)
 	}
 	if err != nil {
 		return r, fmt.Errorf("%w within %s: %s %s", errPhase2, s.Phase2Timeout, r.Outcome, r.Reason)
@@ -295,6 +314,12 @@ func (w *Watchdog) onConnectLocked(e connectDone) {
 			// time.
 			w.logLocked(slog.LevelWarn, fmt.Sprintf("Cascade: log health shows %s via %s failing since the connect; fast-rotating", e.node, w.transit))
 			w.rotateFromLocked(e.node, "cascade (log health)")
+		case errors.Is(e.err, errGaveUp):
+			// The connect gave up on evidence against the node (the
+			// corroborator's, connectSequence): not a transient,
+			// so a same-node retry only costs time.
+			w.logLocked(slog.LevelWarn, fmt.Sprintf("Cascade: %s via %s failed its probes with evidence against it; fast-rotating", e.node, w.transit))
+			w.rotateFromLocked(e.node, "cascade (evidence)")
 		default:
 			w.scheduleConnectLocked(e.node, now.Add(w.s.DegradedInterval), "retry after failed connect")
 		}

@@ -15,14 +15,33 @@ type Corroborator interface {
 	Corroborate(now time.Time, node, transit string) (reason string, broken bool)
 }
 
+// AsOfCorroborator is a Corroborator whose evidence the check itself can
+// feed: the proxy logs the check's own probes' connections through the
+// node, so their failures would make one failed check corroborate itself
+// (and "one failure alone never rotates" would not hold). The engine asks
+// it for the evidence as it stood when the failed check started (asOf);
+// what it saw since is left out.
+type AsOfCorroborator interface {
+	CorroborateAsOf(asOf, now time.Time, node, transit string) (reason string, broken bool)
+}
+
+// corroborateAsOf asks c for the evidence as of asOf where it can tell.
+func corroborateAsOf(c Corroborator, asOf, now time.Time, node, transit string) (string, bool) {
+	if a, ok := c.(AsOfCorroborator); ok && !asOf.IsZero() {
+		return a.CorroborateAsOf(asOf, now, node, transit)
+	}
+	return c.Corroborate(now, node, transit)
+}
+
 // rotateIfCorroboratedLocked is the fast-recovery rule (package doc): a
 // failed check below the threshold rotates at once when Deps.Corroborator
-// names the current node broken. It reports whether it rotated.
+// names the current node broken by evidence it had before the check
+// started. It reports whether it rotated.
 func (w *Watchdog) rotateIfCorroboratedLocked(now time.Time) bool {
 	if w.d.Corroborator == nil {
 		return false
 	}
-	why, broken := w.d.Corroborator.Corroborate(now, w.node, w.transit)
+	why, broken := corroborateAsOf(w.d.Corroborator, w.checkStarted, now, w.node, w.transit)
 	if !broken {
 		return false
 	}

@@ -23,6 +23,7 @@ func (w *Watchdog) startCheckLocked() {
 	w.checkGen++
 	gen := w.checkGen
 	w.checkInFlight = true
+	w.checkStarted = w.clock.Now()
 	ctx, cancel := context.WithCancel(w.opCtx)
 	if why, ok := w.confirmCheckLocked(); ok {
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Confirming check on %s (probes bounded by %s): %s", w.node, w.s.ConfirmProbeTimeout, why))

@@ -41,8 +41,14 @@
 // started: a node the proxy cannot reach will not come up within the
 // minute, and waiting it out kept the LAN down for a minute per dead node
 // the rotation tried (a node that died moments ago has too few urltest
-// errors for log health to skip it). Without that evidence the proof gets
-// its whole timeout, as in the seed.
+// errors for log health to skip it). The Corroborator's evidence against
+// the node gives it up the same way, without waiting for a urltest round
+// (whose cadence is the vendor's): the proxy logging our probes'
+// connections through the node as failed, the kernel's signs on its
+// sockets, each counted only since the node came into use; such a give-up
+// rotates at once ("Cascade: X via T failed its probes with evidence
+// against it"). Without either the proof gets its whole timeout, as in
+// the seed.
 //
 // "Account check failed" from `surflare connect` means the vendor could not
 // reach its account API: the node is not to blame. It is not counted as a
@@ -166,7 +172,21 @@
 //     the proxy's connections to the relays had their data acknowledged
 //     by the relay and no answer for 1.5 s (the relay is alive, the exit
 //     behind it is not: a node black-hole loses no segment, so the
-//     kernel's cwnd/RTO/backoff signs never show it).
+//     kernel's cwnd/RTO/backoff signs never show it); or several of its
+//     handshakes to the relays stuck in SYN_SENT after two SYN retries
+//     while none of its established connections is answered;
+//   - a burst of failed LAN connections through the node in use (the
+//     proxy's failed-connection log lines: 3 within 10 s to at least 2
+//     destinations), the same burst that asked for the check.
+//
+// The kernel's evidence (RSTs, silent flows, stalled handshakes) and the
+// failed connections count for the node in use when they were seen: what
+// happened on the node we left never corroborates a check on the next.
+// Evidence the check itself can feed (AsOfCorroborator: the proxy logs the
+// check's own probes as failed connections) counts as it stood when the
+// check started, so one failed check is never its own corroboration. The
+// idle probe's miss is such evidence too: one unanswered request through
+// an idle tunnel, then the confirming check it asked for failing.
 //
 // Evidence alone never rotates (no failed check, no rotation), and a
 // failed check without evidence waits for the threshold as before, so a

@@ -84,6 +84,7 @@ type Watchdog struct {
 	ops           sync.WaitGroup
 	checkGen      int
 	checkInFlight bool
+	checkStarted  time.Time // of the check in flight or last answered (corroborate.go: evidence as of then)
 	checkCancel   context.CancelFunc
 	vendorGen     int // connect and cooldown operations, one at a time
 	vendorCancel  context.CancelFunc

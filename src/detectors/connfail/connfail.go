@@ -200,6 +200,19 @@ func (w *Window) Count(outbound string, now time.Time) (n, dests int) {
 	return len(es), distinct(es)
 }
 
+// CountAsOf is Count over the failures recorded at or before asOf (still
+// within the window at now): what was known when asOf came.
+func (w *Window) CountAsOf(outbound string, asOf, now time.Time) (n, dests int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	es := prune(w.per[outbound], now.Add(-w.Span))
+	k := 0
+	for k < len(es) && !es[k].at.After(asOf) {
+		k++
+	}
+	return k, distinct(es[:k])
+}
+
 func distinct(es []entry) int {
 	seen := make(map[string]struct{}, len(es))
 	for _, e := range es {

@@ -65,6 +65,11 @@ type Conn struct {
 	Cwnd    uint32
 	RTO     time.Duration
 	Backoff uint8
+	// Retrans is the unanswered retransmissions in a row (tcpi_retransmits):
+	// for a handshake, the SYNs sent again. Backoff does not count those on
+	// kernels ≥ 6.7, whose first SYN retries are linear
+	// (tcp_syn_linear_timeouts).
+	Retrans uint8
 	// Unacked is the segments sent and not yet acknowledged; LastDataSent
 	// and LastDataRecv are how long ago data was last sent and received
 	// (for a connection that never received, the time since it was

@@ -135,6 +135,7 @@ func (s *ProxySampler) Sample(ctx context.Context) ([]Conn, error) {
 			c.Cwnd = i.Snd_cwnd
 			c.RTO = time.Duration(i.Rto) * time.Microsecond
 			c.Backoff = i.Backoff
+			c.Retrans = i.Retransmits
 			c.Unacked = i.Unacked
 			c.LastDataSent = time.Duration(i.Last_data_sent) * time.Millisecond
 			c.LastDataRecv = time.Duration(i.Last_data_recv) * time.Millisecond

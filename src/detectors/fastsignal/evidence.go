@@ -17,6 +17,10 @@ type Evidence struct {
 	// is going direct: a domestic exit the probes see only as failures).
 	Counters *CounterWatch
 	Names    []string
+	// Since, if set, is when node came into use: a jump before it
+	// happened on the node we left and says nothing about this one (RSTs
+	// counted per node, issue 19).
+	Since func(node string) time.Time
 }
 
 // Corroborate is watchdog.Corroborator.
@@ -28,16 +32,18 @@ func (e Evidence) Corroborate(_ time.Time, node, transit string) (string, bool) 
 	}
 	if e.Counters != nil {
 		for _, name := range e.Names {
-			js := e.Counters.Recent(name)
-			if len(js) == 0 {
-				continue
-			}
 			var n uint64
-			for _, j := range js {
+			for _, j := range e.Counters.Recent(name) {
+				if e.Since != nil && j.At.Before(e.Since(node)) {
+					continue
+				}
 				n += j.Delta
 			}
+			if n == 0 {
+				continue
+			}
 			r, _ := e.Counters.o.Watch(name)
-			return fmt.Sprintf("%s jumped by %d (%s) in the last %s", name, n, r.Meaning, e.Counters.o.BurstMemory), true
+			return fmt.Sprintf("%s jumped by %d (%s) in the last %s on %s", name, n, r.Meaning, e.Counters.o.BurstMemory, node), true
 		}
 	}
 	return "", false

@@ -55,10 +55,13 @@ func TestMetricsFollowTheProcess(t *testing.T) {
 	}
 	during := scrape()
 	runtime.KeepAlive(ballast)
-	if d := during["go_goroutines"] - before["go_goroutines"]; d < goroutines {
+	// Three quarters, not all: the test binary's own goroutines (the
+	// previous tests' servers winding down) may end between the scrapes; a
+	// figure that does not follow the process rises by about nothing.
+	if d := during["go_goroutines"] - before["go_goroutines"]; d < goroutines*3/4 {
 		t.Errorf("go_goroutines rose by %v with %d more goroutines", d, goroutines)
 	}
-	if d := during["process_open_fds"] - before["process_open_fds"]; d < files {
+	if d := during["process_open_fds"] - before["process_open_fds"]; d < files*3/4 {
 		t.Errorf("process_open_fds rose by %v with %d more open files", d, files)
 	}
 	if d := during["process_resident_memory_bytes"] - before["process_resident_memory_bytes"]; d < 48<<20 {

@@ -89,6 +89,12 @@ func TestLuCIInRealBrowser(t *testing.T) {
 		"uci set surflare.main.lan_interface=eth0",
 		"uci set surflare.search=probe", "uci set surflare.search.kind=search", "uci set surflare.search.url=" + probeURL + "/generate_204",
 		"uci set surflare.echo=probe", "uci set surflare.echo.kind=ip-echo", "uci set surflare.echo.url=" + probeURL + "/ip",
+		// every other target of the shipped config is a real host: the test's
+		// server instead, or gone (the box has no route out, but no test
+		// config names a public host)
+		"for p in cdn1 cdn2 echo1 echo2 echo3 lan; do uci -q delete surflare.$p || true; done",
+		"uci set surflare.storm503.probe_url=" + probeURL + "/generate_204",
+		"uci set surflare.paths.chnroute_url=" + probeURL + "/delegated",
 		"uci commit surflare",
 		// an account set up as an owner does (LuCI replaces the password
 		// later), and a default route: without either the daemon's

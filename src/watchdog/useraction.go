@@ -112,13 +112,7 @@ func (w *Watchdog) rotate(ctx context.Context, node string, wait bool) (*userAct
 	}
 	var a *userAction
 	err := w.do(ctx, func() error {
-		if w.f.diag {
-			return ErrDiag
-		}
-		if w.f.probing {
-			return ErrProbing
-		}
-		if err := w.blockedErrLocked(); err != nil {
+		if err := w.connectRefusedLocked(); err != nil {
 			return err
 		}
 		if node == "" {
@@ -144,17 +138,24 @@ func (w *Watchdog) rotate(ctx context.Context, node string, wait bool) (*userAct
 	return a, err
 }
 
+// connectRefusedLocked says why a user's rotate or reconnect cannot start
+// now (diagnostics hold the tunnel, a node probe runs, or the router is
+// blocked), or nil.
+func (w *Watchdog) connectRefusedLocked() error {
+	if w.f.diag {
+		return ErrDiag
+	}
+	if w.f.probing {
+		return ErrProbing
+	}
+	return w.blockedErrLocked()
+}
+
 // reconnect is Reconnect; with wait it registers the action.
 func (w *Watchdog) reconnect(ctx context.Context, wait bool) (*userAction, error) {
 	var a *userAction
 	err := w.do(ctx, func() error {
-		if w.f.diag {
-			return ErrDiag
-		}
-		if w.f.probing {
-			return ErrProbing
-		}
-		if err := w.blockedErrLocked(); err != nil {
+		if err := w.connectRefusedLocked(); err != nil {
 			return err
 		}
 		w.userConnectLocked(w.node, "reconnect requested")

@@ -384,3 +384,51 @@ func TestConfirmingCheckUsesShortTimeout(t *testing.T) {
 		t.Errorf("outcome %s, want PROXY_BROKEN", r.Outcome)
 	}
 }
+
+// A check whose bound tightens while its probes hang (the watchdog's check
+// in flight becoming a confirming one) ends its probes at the new
+// deadline, counted from before the tightening, and still runs the egress
+// test: the verdict says the WAN works, so the engine can blame the node.
+// A bound set later than one already set changes nothing.
+func TestProbeBoundTightensRunningProbes(t *testing.T) {
+	f := newFixture(t)
+	f.build(Config{Targets: targets, EgressTargets: []string{"198.19.0.53:53"}, ProbeTimeout: 5 * time.Second})
+	for _, tg := range targets {
+		host := strings.TrimPrefix(tg.URL, "http://")
+		f.w.hang[host[:strings.IndexByte(host, '/')]] = true
+	}
+	ctx, b := WithProbeBound(context.Background())
+	start := time.Now()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		b.Tighten(start.Add(400 * time.Millisecond))
+		b.Tighten(start.Add(time.Minute)) // looser: ignored
+	}()
+	r := f.c.Check(ctx)
+	el := time.Since(start)
+	if el < 400*time.Millisecond || el > 2*time.Second {
+		t.Errorf("check took %v; want its probes to end at the tightened bound (400ms after the start), not the 5s probe timeout", el)
+	}
+	if r.Outcome != ProxyBroken || r.TunnelUp || !strings.Contains(r.Reason, "WAN itself works") {
+		t.Errorf("outcome %s (%s) tunnel_up=%v, want PROXY_BROKEN with the egress test run", r.Outcome, r.Reason, r.TunnelUp)
+	}
+	for _, p := range r.Tunnel {
+		if p.OK || p.Error != errProbeBound.Error() {
+			t.Errorf("probe %s: ok=%v error %q, want %q", p.Name, p.OK, p.Error, errProbeBound)
+		}
+	}
+	if d, ok, _ := b.Watch(); !ok || !d.Equal(start.Add(400*time.Millisecond)) {
+		t.Errorf("bound deadline %v (set %v), want the tighter one", d, ok)
+	}
+
+	// A bound already past when the probes start ends them at once.
+	ctx, b = WithProbeBound(context.Background())
+	b.Tighten(time.Now().Add(-time.Second))
+	start = time.Now()
+	if r := f.c.Check(ctx); r.Outcome != ProxyBroken {
+		t.Errorf("outcome %s, want PROXY_BROKEN", r.Outcome)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("check under a past bound took %v", el)
+	}
+}

@@ -26,6 +26,11 @@ func (c *Checker) probe(ctx context.Context, path Path, t Target) ProbeResult {
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.probeTimeout(ctx))
 	defer cancel()
+	if b := ProbeBoundFrom(ctx); b != nil {
+		var stop func()
+		pctx, stop = b.bind(pctx)
+		defer stop()
+	}
 	start := c.deps.Now()
 	defer func() { r.LatencyMS = c.deps.Now().Sub(start).Milliseconds() }()
 	req, err := http.NewRequestWithContext(pctx, http.MethodGet, t.URL, nil)
@@ -37,6 +42,9 @@ func (c *Checker) probe(ctx context.Context, path Path, t Target) ProbeResult {
 	resp, err := c.clients[path].Do(req)
 	if err != nil {
 		r.Error = shortErr(err)
+		if errors.Is(context.Cause(pctx), errProbeBound) {
+			r.Error = errProbeBound.Error()
+		}
 		return r
 	}
 	defer resp.Body.Close()

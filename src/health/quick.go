@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -65,4 +66,102 @@ func (c *Checker) TunnelStatus(ctx context.Context, url string) (status int, err
 		return r.Status, nil
 	}
 	return 0, errors.New(r.Error)
+}
+
+// ProbeBound is a bound on a check's probes that can tighten while the
+// check runs. The watchdog starts every check with one (WithProbeBound):
+// when the evidence that names the node broken arrives after a check
+// started (the early detector asked for the check on its first sight of
+// unanswered flows, and the flows have gone silent since), the check in
+// flight becomes a confirming one. Its probes then end ConfirmProbeTimeout
+// after the check's own start, as they would have had it started as a
+// confirming check; restarting it would throw away the seconds it has
+// already waited. Only the probes end early: the check goes on to its
+// verdict (and the egress test that tells a dead WAN from a dead tunnel)
+// with its context intact. Safe for concurrent use.
+type ProbeBound struct {
+	mu       sync.Mutex
+	deadline time.Time
+	changed  chan struct{}
+	probes   map[*boundProbe]struct{}
+}
+
+// boundProbe is one running probe under a ProbeBound.
+type boundProbe struct {
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+// errProbeBound is the cause of a probe ended by its check's bound.
+var errProbeBound = errors.New("no answer within the confirming check's bound")
+
+type probeBoundKey struct{}
+
+// WithProbeBound returns a context whose checks' probes obey the returned
+// bound (none until Tighten is called).
+func WithProbeBound(ctx context.Context) (context.Context, *ProbeBound) {
+	b := &ProbeBound{changed: make(chan struct{}), probes: map[*boundProbe]struct{}{}}
+	return context.WithValue(ctx, probeBoundKey{}, b), b
+}
+
+// ProbeBoundFrom returns the bound WithProbeBound put in ctx, or nil (for
+// Prober implementations other than Checker, such as test fakes).
+func ProbeBoundFrom(ctx context.Context) *ProbeBound {
+	b, _ := ctx.Value(probeBoundKey{}).(*ProbeBound)
+	return b
+}
+
+// Tighten makes every probe under b, running or still to start, end at
+// deadline at the latest (at once if it has passed). A deadline later than
+// one already set is ignored: a bound only tightens.
+func (b *ProbeBound) Tighten(deadline time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.deadline.IsZero() && !deadline.Before(b.deadline) {
+		return
+	}
+	b.deadline = deadline
+	close(b.changed)
+	b.changed = make(chan struct{})
+	for p := range b.probes {
+		b.armLocked(p)
+	}
+}
+
+// Watch returns the deadline (ok false: none yet) and a channel closed
+// when it changes.
+func (b *ProbeBound) Watch() (deadline time.Time, ok bool, changed <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.deadline, !b.deadline.IsZero(), b.changed
+}
+
+// armLocked (re)starts p's timer for the current deadline.
+func (b *ProbeBound) armLocked(p *boundProbe) {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.timer = time.AfterFunc(time.Until(b.deadline), func() { p.cancel(errProbeBound) })
+}
+
+// bind derives a probe's context from ctx that b ends at its deadline;
+// stop releases it.
+func (b *ProbeBound) bind(ctx context.Context) (pctx context.Context, stop func()) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	p := &boundProbe{cancel: cancel}
+	b.mu.Lock()
+	b.probes[p] = struct{}{}
+	if !b.deadline.IsZero() {
+		b.armLocked(p)
+	}
+	b.mu.Unlock()
+	return pctx, func() {
+		b.mu.Lock()
+		delete(b.probes, p)
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+		b.mu.Unlock()
+		cancel(nil)
+	}
 }

@@ -140,3 +140,58 @@ func TestConfirmingCheckIsBoundedByConfirmTimeout(t *testing.T) {
 		})
 	}
 }
+
+// A check that started before the evidence (the early detector asks for
+// one on its first sight of unanswered flows) becomes a confirming one when
+// a request arrives with the evidence: its probes end ConfirmProbeTimeout
+// after its own start, and the failure rotates then. The old rule ignored
+// a request while a check ran, so that check waited the full probe
+// timeout. Without evidence the request changes nothing.
+func TestCheckInFlightBecomesConfirming(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		evidence bool
+	}{{"evidence", true}, {"no evidence", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld()
+				s := testSettings(t)
+				var broken atomic.Bool
+				var asked atomic.Int32
+				inbox := NewInbox()
+				h := start(t, s, wd, func(d *Deps) {
+					d.Corroborator = fakeCorroborator{&broken, &asked}
+					d.Inbox = inbox
+				})
+				h.requireState(StateHealthy)
+				h.advance(time.Minute)
+				wd.set(func(w *world) { w.blackhole["Dallas"] = true })
+				inbox.RequestCheck("suspect: flows waiting") // no evidence yet: an ordinary check
+				h.advance(1500 * time.Millisecond)
+				if n := h.logged("Confirming check on Dallas"); n != 0 {
+					t.Fatalf("the first check was a confirming one without evidence:\n%s", strings.Join(h.logs(), "\n"))
+				}
+				broken.Store(tc.evidence)
+				inbox.RequestCheck("EARLY_WARN_TRIGGERED: silent flows") // the evidence arrives mid-check
+				// 1.5 s + 0.7 s: past ConfirmProbeTimeout (2 s) from the check's start.
+				h.advance(s.ConfirmProbeTimeout - 1500*time.Millisecond + 700*time.Millisecond)
+				got := h.connects()
+				rotated := len(got) >= 2 && got[1] == "Los Angeles"
+				if rotated != tc.evidence {
+					t.Fatalf("2.2 s after the check started: connects = %q, want rotation %v\n%s",
+						got, tc.evidence, strings.Join(h.logs(), "\n"))
+				}
+				if tc.evidence {
+					if h.logged("Check on Dallas in flight becomes a confirming one") != 1 {
+						t.Errorf("promotion not logged:\n%s", strings.Join(h.logs(), "\n"))
+					}
+				} else {
+					h.requireState(StateHealthy) // the 5 s check is still running
+					h.advance(fakeProbeTimeout)
+					h.requireState(StateDegraded)
+				}
+				h.stop()
+			})
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"surflare-watchdog/src/health"
 )
@@ -25,9 +26,12 @@ func (w *Watchdog) startCheckLocked() {
 	w.checkInFlight = true
 	w.checkStarted = w.clock.Now()
 	ctx, cancel := context.WithCancel(w.opCtx)
+	ctx, w.checkBound = health.WithProbeBound(ctx)
+	w.checkConfirming = false
 	if why, ok := w.confirmCheckLocked(); ok {
 		w.logLocked(slog.LevelInfo, fmt.Sprintf("Confirming check on %s (probes bounded by %s): %s", w.node, w.s.ConfirmProbeTimeout, why))
 		ctx = health.WithProbeTimeout(ctx, w.s.ConfirmProbeTimeout)
+		w.checkConfirming = true
 	}
 	w.checkCancel = cancel
 	w.ops.Add(1)
@@ -36,6 +40,33 @@ func (w *Watchdog) startCheckLocked() {
 		defer cancel()
 		w.send(checkDone{gen: gen, r: w.d.Prober.Check(ctx)})
 	}()
+}
+
+// promoteCheckLocked makes the check in flight a confirming one when the
+// evidence now names the node broken (confirmCheckLocked) and did not when
+// it started: its probes end ConfirmProbeTimeout after the check's own
+// start (health.ProbeBound), exactly as if it had started as a confirming
+// check. This is what lets the confirming check overlap the silence
+// build-up: the early detector asks for a check on its first sight of
+// acknowledged-but-unanswered flows (detect: suspect), long before they
+// have been silent for silentAfter, and the firing that follows finds that
+// check already running. Ignoring the firing (the old rule) left the check
+// with the full probe timeout; restarting it would waste the seconds it
+// has already waited. A working tunnel answers the probes well inside the
+// bound either way, and a failure still rotates only when corroborated.
+func (w *Watchdog) promoteCheckLocked() {
+	if !w.checkInFlight || w.checkConfirming || w.checkBound == nil {
+		return
+	}
+	why, ok := w.confirmCheckLocked()
+	if !ok {
+		return
+	}
+	w.checkConfirming = true
+	end := w.checkStarted.Add(w.s.ConfirmProbeTimeout)
+	w.logLocked(slog.LevelInfo, fmt.Sprintf("Check on %s in flight becomes a confirming one (probes end %s after its start, %s from now): %s",
+		w.node, w.s.ConfirmProbeTimeout, max(0, end.Sub(w.clock.Now())).Round(time.Millisecond), why))
+	w.checkBound.Tighten(end)
 }
 
 // cancelCheckLocked abandons an in-flight check; its result is ignored.

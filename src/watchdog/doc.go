@@ -200,7 +200,12 @@
 // lost SYN still has room for one retransmission). On a black-holed path
 // every probe runs into its timeout, so this is 3 s of every black-hole
 // detection; a working tunnel passes the shorter check as it would the
-// longer one. The signals that produce the
+// longer one. A check already running when the evidence arrives becomes a
+// confirming one (promoteCheckLocked): its probes end ConfirmProbeTimeout
+// after its own start. The early detector counts on that: it asks for a
+// check on its first sight of acknowledged-but-unanswered flows, so the
+// confirming check's 2 s overlap the 1.5 s those flows need to count as
+// silent instead of following them. The signals that produce the
 // evidence (package fastsignal) also ask for a check at once, together
 // with the proxy's exit (pidfd) and jumps of the kill switch's drop
 // counters, instead of waiting for the next CheckInterval. It logs

@@ -246,7 +246,28 @@ func (p fakeProber) Check(ctx context.Context) health.Result {
 		if c, ok := health.ProbeTimeoutFrom(ctx); ok && c < d {
 			d = c
 		}
-		time.Sleep(d) // nothing answers: every probe runs into its timeout
+		// Nothing answers: every probe runs into its timeout, or into the
+		// check's bound when that tightens (health.ProbeBound).
+		end := time.Now().Add(d)
+		b := health.ProbeBoundFrom(ctx)
+		for {
+			var changed <-chan struct{}
+			if b != nil {
+				dl, ok, ch := b.Watch()
+				if ok && dl.Before(end) {
+					end = dl
+				}
+				changed = ch
+			}
+			t := time.NewTimer(time.Until(end))
+			select {
+			case <-t.C:
+			case <-changed:
+				t.Stop()
+				continue
+			}
+			break
+		}
 		w.mu.Lock()
 		w.checks++
 		w.checkAt = append(w.checkAt, w.since())

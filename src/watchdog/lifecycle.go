@@ -174,7 +174,8 @@ func (w *Watchdog) Check(ctx context.Context) error {
 // starts only while the engine supervises a connected tunnel (healthy or
 // degraded) and none is running. During a connect, a cooldown, a pause or
 // a node probe the request is only noise: the engine is already doing
-// what decides the tunnel's fate, or has chosen to wait.
+// what decides the tunnel's fate, or has chosen to wait. A request while a
+// check runs can make that check a confirming one (promoteCheckLocked).
 func (w *Watchdog) onCheckRequestLocked(r CheckRequest) {
 	switch w.state {
 	case StateHealthy, StateDegraded:
@@ -185,7 +186,11 @@ func (w *Watchdog) onCheckRequestLocked(r CheckRequest) {
 	w.log.Info("Check requested by a detector", "reason", r.Reason)
 	if !w.checkInFlight {
 		w.startCheckLocked()
+		return
 	}
+	// A check is already running: it answers this request too, and it
+	// becomes a confirming one if the evidence has arrived since it began.
+	w.promoteCheckLocked()
 }
 
 // Rotate connects to node, or to the next candidate when node is empty. A

@@ -90,6 +90,7 @@ type Watchdog struct {
 	// a confirming one (promoteCheckLocked); checkConfirming says it is one.
 	checkBound      *health.ProbeBound
 	checkConfirming bool
+
 	vendorGen     int // connect and cooldown operations, one at a time
 	vendorCancel  context.CancelFunc
 	vendorDone    chan struct{}

@@ -86,11 +86,6 @@ type Watchdog struct {
 	checkInFlight bool
 	checkStarted  time.Time // of the check in flight or last answered (corroborate.go: evidence as of then)
 	checkCancel   context.CancelFunc
-	// checkBound tightens the probes of the check in flight when it becomes
-	// a confirming one (promoteCheckLocked); checkConfirming says it is one.
-	checkBound      *health.ProbeBound
-	checkConfirming bool
-
 	vendorGen     int // connect and cooldown operations, one at a time
 	vendorCancel  context.CancelFunc
 	vendorDone    chan struct{}
@@ -99,6 +94,11 @@ type Watchdog struct {
 	authDone      chan struct{}
 	actions       []*userAction // user actions being played out (useraction.go)
 	refresh       refreshState  // proactive login refresh (refresh.go)
+
+	// checkBound tightens the probes of the check in flight when it becomes
+	// a confirming one (promoteCheckLocked); checkConfirming says it is one.
+	checkBound      *health.ProbeBound
+	checkConfirming bool
 
 	shutdown     bool
 	shutdownOpen bool

@@ -131,15 +131,25 @@ type Options struct {
 	// Trigger asks the engine for an immediate check. Called from Run's
 	// goroutine; it must not block.
 	Trigger func(reason string)
+	// Suspect, if set, asks the engine for a check on the first sight of
+	// flows waiting for an answer (silent.go: suspectAfter), before they
+	// count as silent; like Trigger it must not block. FromConfig points
+	// it at the trigger.
+	Suspect func(reason string)
 	// OnSample, if set, sees every successful sample (the loop guard).
 	OnSample func(ctx context.Context, now time.Time, conns []Conn)
+	// Activity, if set, is a counter that rises while LAN traffic flows
+	// through the proxy (activity.go); Run then samples at once when it
+	// moves instead of waiting out Interval. nil: the Sampler's own
+	// Activity if it has one (ProxySampler), else Interval only.
+	Activity func() (uint64, error)
 	Clock    clock.Clock
 }
 
 // FromConfig fills the timing and threshold from the config's detector
 // section.
 func FromConfig(c *config.Config, s Sampler, trigger func(string)) Options {
-	return Options{Interval: c.Detector.Interval, Threshold: c.Detector.Threshold, Cooldown: c.Detector.Cooldown, Sampler: s, Trigger: trigger}
+	return Options{Interval: c.Detector.Interval, Threshold: c.Detector.Threshold, Cooldown: c.Detector.Cooldown, Sampler: s, Trigger: trigger, Suspect: trigger}
 }
 
 // Status is the detector's current view, for the engine's status and LuCI.
@@ -161,8 +171,12 @@ type Detector struct {
 	st          Status
 	started     time.Time
 	staleLogged bool
-	waiting     int       // flows waiting for an answer in the last sample (silent.go)
-	quick       int       // quick samples in a row
+	waiting     int           // flows waiting for an answer in the last sample (silent.go)
+	crossIn     time.Duration // from the last sample until enough of them are silent to fire (0: none)
+	quick       int           // quick samples in a row
+	suspected   time.Time     // last Suspect call
+	activity    uint64        // last Activity reading (activity.go)
+	activityOK  bool
 	silentFired time.Time // last firing that silent flows alone would have caused
 	silentWhy   string
 }
@@ -185,23 +199,26 @@ func New(o Options) (*Detector, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
+	if a, ok := o.Sampler.(interface{ Activity() (uint64, error) }); ok && o.Activity == nil {
+		o.Activity = a.Activity
+	}
 	return &Detector{o: o, st: Status{Threshold: o.Threshold}}, nil
 }
 
-// Run samples every Interval until ctx ends; sooner (quickInterval, a few
-// times in a row) while the proxy's flows are waiting for an answer, so a
-// black-hole is seen a second or two after it starts instead of up to an
-// Interval later, without polling faster on a quiet healthy tunnel.
+// Run samples every Interval until ctx ends; sooner while the proxy's
+// flows are waiting for an answer (nextInterval: at the moment enough of
+// them turn silent to fire, or quickInterval, a few times in a row), and
+// at once when LAN traffic has flowed since the last sample (waitActive,
+// Activity), so a black-hole is seen within a look of its start instead of
+// up to an Interval later, without polling faster on a quiet tunnel.
 func (d *Detector) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.started = d.o.Clock.Now()
 	d.mu.Unlock()
 	for {
 		d.Tick(ctx)
-		select {
-		case <-ctx.Done():
+		if !d.waitActive(ctx, d.nextInterval()) {
 			return nil
-		case <-d.o.Clock.After(d.nextInterval()):
 		}
 	}
 }
@@ -222,7 +239,8 @@ func (d *Detector) Tick(ctx context.Context) {
 		d.checkStale(now)
 		return
 	}
-	total, sick, silent, waiting := 0, 0, 0, 0
+	total, sick, silent := 0, 0, 0
+	var waits []time.Duration // how long each waiting flow has waited
 	for _, c := range conns {
 		if s := Score(c); s > 0 {
 			total += s
@@ -232,14 +250,15 @@ func (d *Detector) Tick(ctx context.Context) {
 			silent++
 		}
 		if waitingFor(c, waitingAfter) {
-			waiting++
+			waits = append(waits, c.LastDataSent)
 		}
 	}
 	silentOnly := silent*pointsPerSign >= d.o.Threshold
 	d.mu.Lock()
 	d.st.Err = ""
 	d.st.LastSample, d.st.Conns, d.st.Score = now, len(conns), total
-	d.waiting = waiting
+	d.waiting = len(waits)
+	d.crossIn = crossIn(waits, d.o.Threshold)
 	fire := total >= d.o.Threshold && (d.st.LastFired.IsZero() || now.Sub(d.st.LastFired) >= d.o.Cooldown)
 	if fire {
 		d.st.LastFired = now
@@ -249,8 +268,15 @@ func (d *Detector) Tick(ctx context.Context) {
 		// cooldown: the engine's confirming check may come later.
 		d.silentFired, d.silentWhy = now, silentReason(silent, total, d.o.Threshold)
 	}
+	suspect := d.suspectLocked(now, len(waits), silent, fire)
 	d.mu.Unlock()
 	d.checkStale(now)
+	// The sample reaches OnSample (the per-node tally the engine asks for
+	// its evidence) before the engine hears of the firing: the check it
+	// asks for is a confirming one only if the tally already holds it.
+	if d.o.OnSample != nil {
+		d.o.OnSample(ctx, now, conns)
+	}
 	if fire {
 		reason := fmt.Sprintf("EARLY_WARN_TRIGGERED: score %d >= %d (%d of %d proxy connections stalled, %d silent)", total, d.o.Threshold, sick, len(conns), silent)
 		log().Warn(reason, "score", total, "threshold", d.o.Threshold)
@@ -260,8 +286,10 @@ func (d *Detector) Tick(ctx context.Context) {
 	} else if total >= d.o.Threshold {
 		log().Debug("early detector in cooldown", "score", total)
 	}
-	if d.o.OnSample != nil {
-		d.o.OnSample(ctx, now, conns)
+	if suspect {
+		reason := suspectReason(len(waits))
+		log().Info(reason)
+		d.o.Suspect(reason)
 	}
 }
 

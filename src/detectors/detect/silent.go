@@ -1,7 +1,9 @@
 package detect
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -27,6 +29,22 @@ const (
 	// detector into a fast poller).
 	quickInterval = 500 * time.Millisecond
 	maxQuick      = 4
+	// suspectCooldown is the least time between two Suspect calls. The
+	// first sample that sees a flow waiting waitingAfter asks for a check
+	// at once (a suspect): on a black-hole that check is already running
+	// when the flows have been silent for silentAfter and the firing makes
+	// it a confirming one (watchdog: promoteCheckLocked), so its probes'
+	// 2 s overlap the silence build-up instead of following it. A waiting
+	// flow is also a slow server or a long-poll on a working tunnel; the
+	// check then passes and stands in for the next periodic one, and the
+	// cooldown keeps a household full of long-polls at one extra check per
+	// CheckInterval (30 s) at most.
+	suspectCooldown = 30 * time.Second
+	// crossMargin is added to the moment the next flow turns silent: the
+	// kernel counts last_data_sent in jiffies (up to 10 ms at HZ=100).
+	crossMargin = 20 * time.Millisecond
+	// minQuick is the shortest re-sample delay.
+	minQuick = 50 * time.Millisecond
 	// evidenceMemory is how long a firing caused by silent flows stays
 	// evidence for the engine (Evidence): long enough for the check it
 	// asked for to finish, short enough to describe the path now.
@@ -59,18 +77,65 @@ func (d *Detector) Evidence(now time.Time) (string, bool) {
 	return d.silentWhy, true
 }
 
-// nextInterval is the wait before the next sample: Interval, or
-// quickInterval while flows are waiting for an answer and fewer than
-// maxQuick quick samples came in a row.
+// nextInterval is the wait before the next sample: Interval, or, while
+// flows are waiting for an answer and fewer than maxQuick quick samples
+// came in a row, quickInterval — or sooner, at the moment enough of the
+// waiting flows will have been silent for silentAfter to fire (crossIn):
+// a fixed step would see them up to quickInterval late.
 func (d *Detector) nextInterval() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.waiting > 0 && d.quick < maxQuick && quickInterval < d.o.Interval {
 		d.quick++
-		return quickInterval
+		q := quickInterval
+		if d.crossIn > 0 && d.crossIn+crossMargin < q {
+			q = max(d.crossIn+crossMargin, minQuick)
+		}
+		return q
 	}
 	d.quick = 0
 	return d.o.Interval
+}
+
+// crossIn is how long until the waiting flows (waits: how long each has
+// waited) hold enough silent ones to reach threshold: until the k-th
+// longest-waiting one passes silentAfter, or, with fewer than k waiting,
+// the longest-waiting one (new flows may join meanwhile). 0: none to wait
+// for.
+func crossIn(waits []time.Duration, threshold int) time.Duration {
+	if len(waits) == 0 {
+		return 0
+	}
+	k := max(1, (threshold+pointsPerSign-1)/pointsPerSign)
+	slices.SortFunc(waits, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+	w := waits[0]
+	if len(waits) >= k {
+		w = waits[k-1]
+	}
+	if w >= silentAfter {
+		return 0
+	}
+	return silentAfter - w
+}
+
+// suspectLocked says whether this sample asks for a suspect check (see
+// suspectCooldown): flows are waiting for an answer, not yet silent enough
+// to fire, and no suspect was asked for within suspectCooldown.
+func (d *Detector) suspectLocked(now time.Time, waiting, silent int, fire bool) bool {
+	if d.o.Suspect == nil || fire || waiting == 0 || silent*pointsPerSign >= d.o.Threshold {
+		return false
+	}
+	if !d.suspected.IsZero() && now.Sub(d.suspected) < suspectCooldown && !now.Before(d.suspected) {
+		return false
+	}
+	d.suspected = now
+	return true
+}
+
+// suspectReason describes a suspect check request.
+func suspectReason(waiting int) string {
+	return fmt.Sprintf("EARLY_SUSPECT: %d proxy connections to relays waiting over %s for an answer after their data was acknowledged; checking now",
+		waiting, waitingAfter)
 }
 
 // silentReason describes a firing caused by silent flows.

@@ -11,6 +11,14 @@
 // reaches 3 after ~1.5 s; the RTO passes 8 s only after ~13 s (DESIGN §9),
 // so the first two terms do the early work.
 //
+// A node black-hole behind a live relay shows as silent flows instead
+// (silent.go). To see one within about 2.5 s of its start the detector
+// samples sooner while LAN traffic flows (activity.go), asks for a check
+// on the first flows it sees waiting for an answer (Suspect), and samples
+// again at the moment enough of them have waited silentAfter to fire; the
+// firing then makes the check already running a confirming one (package
+// watchdog, promoteCheckLocked).
+//
 // The sampler is an interface so the scoring and timing are tested with a
 // fake; each sample is also handed to OnSample, which is how the loop guard
 // sees the proxy's in-flight connections without a second dump.

@@ -20,8 +20,11 @@ const (
 	// is retransmitted after about rtt+200 ms, so 1.5 s of silence takes
 	// several losses in a row on a lossy but working path.
 	silentAfter = 1500 * time.Millisecond
-	// waitingAfter makes a sample look again sooner (quickInterval): flows
-	// waiting this long for an answer may be the start of a black-hole.
+	// waitingAfter makes a sample look again sooner (quickInterval, or
+	// when the flows turn silent) and ask for a check (suspectCooldown):
+	// flows waiting this long for an answer may be the start of a
+	// black-hole. A working path through the VPN answers in one RTT
+	// (150-300 ms) plus the server's time.
 	waitingAfter = 300 * time.Millisecond
 	// quickInterval is the re-sample delay while flows are waiting, and
 	// maxQuick bounds how many quick samples follow each other before one

@@ -20,8 +20,16 @@ import (
 // is nothing for a black-hole to break that the periodic checks would not
 // find. Between samples Run reads Activity every lookInterval (one small
 // procfs read, far cheaper than a sample's fd scan and sock_diag dump) and
-// samples at once when it moved.
+// samples at once when it moved by activityBurst.
 const lookInterval = 250 * time.Millisecond
+
+// activityBurst is how many new connections within one look count as LAN
+// traffic. The engine's own requests through the tunnel come one at a
+// time (the 503 probe every 2 s, the idle probe) and must not turn the
+// quiet tunnel's sampling into a 250 ms poll; a household using the
+// tunnel opens connections by the dozen per page. A health check's burst
+// of probes also counts, once per check.
+const activityBurst = 2
 
 // waitActive waits up to wait, cut short after the first look that sees
 // Activity move; false when ctx ended.
@@ -52,9 +60,10 @@ func (d *Detector) waitActive(ctx context.Context, wait time.Duration) bool {
 	}
 }
 
-// moved reads Activity and reports whether it changed since the last
-// reading. A failed reading is no movement: the next Interval sample still
-// comes (and finds the proxy gone, if it is).
+// moved reads Activity and reports whether it rose by activityBurst since
+// the last reading. A failed reading, or a counter that went back (a new
+// proxy in a new namespace), is no movement: the next Interval sample
+// still comes (and finds the proxy gone, if it is).
 func (d *Detector) moved() bool {
 	v, err := d.o.Activity()
 	d.mu.Lock()
@@ -63,7 +72,7 @@ func (d *Detector) moved() bool {
 		d.activityOK = false
 		return false
 	}
-	moved := d.activityOK && v != d.activity
+	moved := d.activityOK && v >= d.activity+activityBurst
 	d.activity, d.activityOK = v, true
 	return moved
 }

@@ -113,16 +113,18 @@ func TestSampleWhenFlowsTurnSilent(t *testing.T) {
 	})
 }
 
-// While LAN traffic flows (Activity moves) the detector samples within a
-// look of the black-hole's start, so it asks for a check about
-// waitingAfter+lookInterval after it instead of at the next Interval. On a
-// quiet tunnel (Activity still) it samples every Interval only, and a look
+// While LAN traffic flows (Activity moves by a burst per look) the
+// detector samples within a look of the black-hole's start, so it asks for
+// a check about waitingAfter+lookInterval after it instead of at the next
+// Interval. On a quiet tunnel (Activity still, or moved only by the
+// engine's own probe every 2 s) it samples every Interval only, and a look
 // is one Activity reading.
 func TestActivitySamplesSooner(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		traffic bool
-	}{{"LAN traffic", true}, {"quiet", false}} {
+		every   time.Duration // one new connection this often; 0 = none
+	}{{"LAN traffic", true, 100 * time.Millisecond}, {"quiet", false, 0}, {"own probes only", false, 2 * time.Second}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				start := time.Now()
@@ -131,10 +133,10 @@ func TestActivitySamplesSooner(t *testing.T) {
 				var reads atomic.Int32
 				activity := func() (uint64, error) {
 					reads.Add(1)
-					if !tc.traffic {
+					if tc.every == 0 {
 						return 7, nil
 					}
-					return uint64(time.Since(start) / (100 * time.Millisecond)), nil // a LAN connection every 100 ms
+					return uint64(time.Since(start) / tc.every), nil
 				}
 				d, err := New(Options{Sampler: s, Threshold: 16, Interval: 3 * time.Second, Cooldown: 300 * time.Second,
 					Trigger: func(r string) { rec.add("trigger " + r) }, Suspect: func(r string) { rec.add("suspect " + r) },
@@ -150,7 +152,7 @@ func TestActivitySamplesSooner(t *testing.T) {
 				samples := s.calls.Load()
 				if !tc.traffic {
 					if samples > 11 {
-						t.Errorf("%d samples in 30 s on a quiet tunnel; want one per 3 s", samples)
+						t.Errorf("%d samples in 30 s on a quiet tunnel (%s); want one per 3 s", samples, tc.name)
 					}
 					if r := reads.Load(); r > 30*int32(time.Second/lookInterval)+samples {
 						t.Errorf("%d activity reads in 30 s; want one per %s look and one per sample", r, lookInterval)

@@ -195,3 +195,50 @@ func TestCheckInFlightBecomesConfirming(t *testing.T) {
 		})
 	}
 }
+
+// midCheckEvidence is evidence that only came up while the check ran and
+// that the check could have fed itself (AsOfCorroborator): named now, not
+// as of the check's start.
+type midCheckEvidence struct{ fed *atomic.Bool }
+
+func (e midCheckEvidence) Corroborate(time.Time, string, string) (string, bool) {
+	if e.fed.Load() {
+		return "CONN_FAIL: failed connections since the check began", true
+	}
+	return "", false
+}
+
+func (e midCheckEvidence) CorroborateAsOf(time.Time, time.Time, string, string) (string, bool) {
+	return "", false
+}
+
+// Evidence the check's own probes could have fed does not make the check
+// in flight a confirming one: the promotion asks it as of the check's
+// start, as the rotation would, so the check keeps its full probe timeout.
+func TestCheckInFlightNotPromotedByItsOwnEvidence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		var fed atomic.Bool
+		inbox := NewInbox()
+		h := start(t, s, wd, func(d *Deps) {
+			d.Corroborator = midCheckEvidence{&fed}
+			d.Inbox = inbox
+		})
+		h.requireState(StateHealthy)
+		h.advance(time.Minute)
+		wd.set(func(w *world) { w.blackhole["Dallas"] = true })
+		inbox.RequestCheck("suspect: flows waiting")
+		h.advance(1500 * time.Millisecond)
+		fed.Store(true)
+		inbox.RequestCheck("CONN_FAIL burst")
+		h.advance(time.Second)
+		if n := h.logged("in flight becomes a confirming one"); n != 0 {
+			t.Fatalf("promoted by evidence from after the check's start:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy) // the 5 s check is still running
+		h.advance(fakeProbeTimeout)
+		h.requireState(StateDegraded)
+		h.stop()
+	})
+}

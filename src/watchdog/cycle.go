@@ -54,11 +54,17 @@ func (w *Watchdog) startCheckLocked() {
 // with the full probe timeout; restarting it would waste the seconds it
 // has already waited. A working tunnel answers the probes well inside the
 // bound either way, and a failure still rotates only when corroborated.
+// The evidence is asked as of the check's start where it can tell
+// (AsOfCorroborator), as the rotation will ask it: what the check's own
+// probes feed it must not cut the check short.
 func (w *Watchdog) promoteCheckLocked() {
 	if !w.checkInFlight || w.checkConfirming || w.checkBound == nil {
 		return
 	}
-	why, ok := w.confirmCheckLocked()
+	if w.d.Corroborator == nil || !w.f.connected || w.f.connecting || w.node == "" {
+		return
+	}
+	why, ok := corroborateAsOf(w.d.Corroborator, w.checkStarted, w.clock.Now(), w.node, w.transit)
 	if !ok {
 		return
 	}

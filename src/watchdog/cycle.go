@@ -43,8 +43,8 @@ func (w *Watchdog) startCheckLocked() {
 }
 
 // promoteCheckLocked makes the check in flight a confirming one when the
-// evidence now names the node broken (confirmCheckLocked) and did not when
-// it started: its probes end ConfirmProbeTimeout after the check's own
+// evidence names the node broken now and did not when the check started
+// (confirmCheckLocked then said no): its probes end ConfirmProbeTimeout after the check's own
 // start (health.ProbeBound), exactly as if it had started as a confirming
 // check. This is what lets the confirming check overlap the silence
 // build-up: the early detector asks for a check on its first sight of

@@ -140,9 +140,9 @@ type Options struct {
 	// goroutine; it must not block.
 	Trigger func(reason string)
 	// Suspect, if set, asks the engine for a check on the first sight of
-	// flows waiting for an answer (silent.go: suspectAfter), before they
-	// count as silent; like Trigger it must not block. FromConfig points
-	// it at the trigger.
+	// flows waiting for an answer (silent.go: waitingAfter, at most once
+	// per suspectCooldown), before they count as silent; like Trigger it
+	// must not block. FromConfig points it at the trigger.
 	Suspect func(reason string)
 	// OnSample, if set, sees every successful sample (the loop guard).
 	OnSample func(ctx context.Context, now time.Time, conns []Conn)

@@ -17,54 +17,76 @@ import (
 // a sample waits up to 3 s for the next. Sampling faster all the time would
 // cost idle CPU the router does not have; sampling faster only while LAN
 // traffic flows costs nothing on a quiet tunnel, and without traffic there
-// is nothing for a black-hole to break that the periodic checks would not
-// find. Between samples Run reads Activity every lookInterval (one small
-// procfs read, far cheaper than a sample's fd scan and sock_diag dump) and
-// samples at once when it moved by activityBurst.
-const lookInterval = 250 * time.Millisecond
+// is nothing for a black-hole to break that the periodic checks and the
+// idle probe would not find.
+//
+// So every sample also reads Activity (one small procfs read, far cheaper
+// than a sample's fd scan and sock_diag dump). When it rose at
+// activityRate or more since the last reading, LAN traffic flows: until
+// trafficHold after the last such reading Run looks at Activity every
+// lookInterval and samples at once after a look that still sees the rate.
+// A quiet tunnel is read once per sample and never looked at in between.
+const (
+	lookInterval = 250 * time.Millisecond
+	// activityRate is new connections per second that count as LAN
+	// traffic. The engine's own requests through the tunnel come one at a
+	// time (the 503 probe every 2 s, the idle probe every 10 s, a check's
+	// 7 probes every 30 s: about 1/s with the footprint bench's LAN request
+	// every 5 s); a household using the tunnel opens connections by the
+	// dozen per page.
+	activityRate = 5
+	// trafficHold is how long the looks go on after the last reading that
+	// saw traffic: a pause between two page loads is not the end of it.
+	trafficHold = 3 * time.Second
+)
 
-// activityBurst is how many new connections within one look count as LAN
-// traffic. The engine's own requests through the tunnel come one at a
-// time (the 503 probe every 2 s, the idle probe) and must not turn the
-// quiet tunnel's sampling into a 250 ms poll; a household using the
-// tunnel opens connections by the dozen per page. A health check's burst
-// of probes also counts, once per check.
-const activityBurst = 2
-
-// waitActive waits up to wait, cut short after the first look that sees
-// Activity move; false when ctx ended.
+// waitActive waits up to wait, cut short after a look that sees LAN
+// traffic; false when ctx ended.
 func (d *Detector) waitActive(ctx context.Context, wait time.Duration) bool {
-	if d.o.Activity == nil || wait <= lookInterval {
+	sleep := func(w time.Duration) bool {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-d.o.Clock.After(wait):
+		case <-d.o.Clock.After(w):
 			return true
 		}
 	}
-	d.moved() // the reading the looks compare against
+	if d.o.Activity == nil || wait <= lookInterval {
+		return sleep(wait)
+	}
+	d.traffic(d.o.Clock.Now()) // the sample's reading
 	deadline := d.o.Clock.Now().Add(wait)
 	for {
-		step := min(lookInterval, deadline.Sub(d.o.Clock.Now()))
-		if step <= 0 {
+		now := d.o.Clock.Now()
+		left := deadline.Sub(now)
+		if left <= 0 {
 			return true
 		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-d.o.Clock.After(step):
+		if !d.trafficRecent(now) {
+			return sleep(left)
 		}
-		if d.moved() {
+		if !sleep(min(lookInterval, left)) {
+			return false
+		}
+		if d.traffic(d.o.Clock.Now()) {
 			return true
 		}
 	}
 }
 
-// moved reads Activity and reports whether it rose by activityBurst since
-// the last reading. A failed reading, or a counter that went back (a new
-// proxy in a new namespace), is no movement: the next Interval sample
-// still comes (and finds the proxy gone, if it is).
-func (d *Detector) moved() bool {
+// traffic reads Activity and reports whether it rose at activityRate since
+// the last reading. A reading less than lookInterval after the last one
+// judges nothing (a few connections within milliseconds are no rate) and
+// keeps the older reading to compare with. A failed reading, or a counter
+// that went back (a new proxy in a new namespace), is no traffic: the next
+// Interval sample still comes (and finds the proxy gone, if it is).
+func (d *Detector) traffic(now time.Time) bool {
+	d.mu.Lock()
+	if d.activityOK && now.Sub(d.activityAt) < lookInterval {
+		d.mu.Unlock()
+		return false
+	}
+	d.mu.Unlock()
 	v, err := d.o.Activity()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -72,9 +94,21 @@ func (d *Detector) moved() bool {
 		d.activityOK = false
 		return false
 	}
-	moved := d.activityOK && v >= d.activity+activityBurst
-	d.activity, d.activityOK = v, true
-	return moved
+	el := now.Sub(d.activityAt)
+	busy := d.activityOK && v > d.activity && el > 0 &&
+		float64(v-d.activity) >= activityRate*el.Seconds()
+	d.activity, d.activityAt, d.activityOK = v, now, true
+	if busy {
+		d.trafficAt = now
+	}
+	return busy
+}
+
+// trafficRecent reports whether a reading within trafficHold saw traffic.
+func (d *Detector) trafficRecent(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.trafficAt.IsZero() && now.Sub(d.trafficAt) < trafficHold && !now.Before(d.trafficAt)
 }
 
 // Activity is Options.Activity for the proxy: the TCP connections its

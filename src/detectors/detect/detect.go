@@ -184,7 +184,9 @@ type Detector struct {
 	quick       int           // quick samples in a row
 	suspected   time.Time     // last Suspect call
 	activity    uint64        // last Activity reading (activity.go)
+	activityAt  time.Time     // when it was taken
 	activityOK  bool
+	trafficAt   time.Time // last reading that saw LAN traffic
 	silentFired time.Time // last firing that silent flows alone would have caused
 	silentWhy   string
 }

@@ -40,6 +40,17 @@ const (
 	trafficHold = 3 * time.Second
 )
 
+// No looks on a quiet tunnel: traffic that starts together with the
+// black-hole is seen at the next Interval sample (detection up to ~5 s).
+// Looking every 500 ms there as well would see it within a second (the
+// bench's node-blackhole, whose LAN client starts just before the fault:
+// p95 2.5-2.7 s instead of 4.5 s), but each look is a wake-up of the whole
+// process: +2-3 s/h of idle CPU in the footprint bench (issue 19, measured
+// against main), more than the sample every Interval costs. What would see
+// it for free is a kernel wake-up on the LAN's first new connections, as
+// the loop guard has for the router's own (firewall: an NFLOG rule,
+// rate-limited, on LAN SYNs into the tproxy; loopguard/events.go).
+
 // waitActive waits up to wait, cut short after a look that sees LAN
 // traffic; false when ctx ended.
 func (d *Detector) waitActive(ctx context.Context, wait time.Duration) bool {

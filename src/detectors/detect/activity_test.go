@@ -14,15 +14,25 @@ import (
 // of which gets an answer: what the proxy's sockets show behind a node
 // black-hole. The flows are computed at each Sample from the clock.
 type holeSampler struct {
+	mu     sync.Mutex
 	holeAt time.Time
 	calls  atomic.Int32
 }
 
+func (s *holeSampler) setHole(at time.Time) {
+	s.mu.Lock()
+	s.holeAt = at
+	s.mu.Unlock()
+}
+
 func (s *holeSampler) Sample(context.Context) ([]Conn, error) {
 	s.calls.Add(1)
+	s.mu.Lock()
+	holeAt := s.holeAt
+	s.mu.Unlock()
 	now := time.Now()
 	var cs []Conn
-	for at := s.holeAt; !s.holeAt.IsZero() && at.Before(now); at = at.Add(100 * time.Millisecond) {
+	for at := holeAt; !holeAt.IsZero() && at.Before(now); at = at.Add(100 * time.Millisecond) {
 		cs = append(cs, waitingConn(now.Sub(at)))
 	}
 	return cs, nil
@@ -85,7 +95,8 @@ func TestSampleWhenFlowsTurnSilent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.holeAt = start.Add(time.Second) // between the samples at 0 and 3 s
+		holeAt := start.Add(time.Second) // between the samples at 0 and 3 s
+		s.setHole(holeAt)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go d.Run(ctx)
@@ -103,7 +114,7 @@ func TestSampleWhenFlowsTurnSilent(t *testing.T) {
 		if fires != 1 {
 			t.Fatalf("%d firings, want 1: %q", fires, rec.events)
 		}
-		silentAt := s.holeAt.Add(700*time.Millisecond + silentAfter) // the eighth flow turns silent
+		silentAt := holeAt.Add(700*time.Millisecond + silentAfter) // the eighth flow turns silent
 		if late := firedAt.Sub(silentAt); late < 0 || late > crossMargin+10*time.Millisecond {
 			t.Errorf("fired %v after the eighth flow turned silent; want within %s (a sample scheduled for that moment)", late, crossMargin)
 		}
@@ -162,14 +173,15 @@ func TestActivitySamplesSooner(t *testing.T) {
 				if samples < 100 {
 					t.Errorf("%d samples in 30 s of LAN traffic; want one per %s look", samples, lookInterval)
 				}
-				s.holeAt = time.Now().Add(10 * time.Millisecond) // just after a look
+				holeAt := time.Now().Add(10 * time.Millisecond) // just after a look
+				s.setHole(holeAt)
 				time.Sleep(5 * time.Second)
 				synctest.Wait()
 				at, n := rec.first("suspect")
 				if n == 0 {
 					t.Fatalf("no suspect request: %q", rec.events)
 				}
-				if after := at.Sub(s.holeAt); after > waitingAfter+lookInterval+50*time.Millisecond {
+				if after := at.Sub(holeAt); after > waitingAfter+lookInterval+50*time.Millisecond {
 					t.Errorf("suspect %v after the black-hole began; want within waitingAfter+lookInterval (%s)", after, waitingAfter+lookInterval)
 				}
 			})

@@ -58,7 +58,7 @@ func (f *Firewall) TableSizes(ctx context.Context) []TableSize {
 		}
 		if sets, err := c.GetSets(t); err == nil {
 			for _, s := range sets {
-				if es, err := c.GetSetElements(s); err == nil {
+				if es, err := dumpSetKeys(c, s); err == nil {
 					ts.Sets[s.Name] = len(es)
 				}
 			}

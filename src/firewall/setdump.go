@@ -17,9 +17,9 @@ import (
 // whole reply besides; one Apply read ~50 MB that way and a daemon start
 // with a real chnroute list peaked 8 MB above one without
 // (bench/README.md, "Footprint profile"). dumpSetKeys reads the same dump
-// and keeps only what Apply and TableSizes look at: each element's key
-// and whether it ends an interval, with the keys packed into shared
-// slabs.
+// and keeps only what Apply looks at, each element's key and whether it
+// ends an interval, in two allocations of the exact size;
+// countSetElements, for status, keeps nothing.
 
 // setKey is one element of a dumped set: its key and the interval-end flag.
 type setKey struct {
@@ -27,13 +27,10 @@ type setKey struct {
 	end bool
 }
 
-// keySlab is the size of one allocation the dumped keys are copied into.
-const keySlab = 4096
-
-// dumpSetKeys dumps the elements of set (table, name, family as set says),
-// keys only. It opens its own netlink socket in c's network namespace, as
-// the library does for a dump without a lasting connection.
-func dumpSetKeys(c *nftables.Conn, set *nftables.Set) ([]setKey, error) {
+// dumpSet dumps the elements of set (table, name, family as set says).
+// It opens its own netlink socket in c's network namespace, as the
+// library does for a dump without a lasting connection.
+func dumpSet(c *nftables.Conn, set *nftables.Set) ([]netlink.Message, error) {
 	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: c.NetNS})
 	if err != nil {
 		return nil, fmt.Errorf("opening nftables netlink socket: %w", err)
@@ -58,8 +55,11 @@ func dumpSetKeys(c *nftables.Conn, set *nftables.Set) ([]setKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading set %s: %w", set.Name, err)
 	}
-	var out []setKey
-	var slab []byte
+	return msgs, nil
+}
+
+// eachElem calls fn with every element of a dump; the key aliases msgs.
+func eachElem(msgs []netlink.Message, fn func(setKey)) {
 	for _, m := range msgs {
 		if len(m.Data) < 4 {
 			continue
@@ -72,20 +72,43 @@ func dumpSetKeys(c *nftables.Conn, set *nftables.Set) ([]setKey, error) {
 				if typ != unix.NFTA_LIST_ELEM {
 					continue
 				}
-				k, ok := elemKey(elem)
-				if !ok {
-					continue
+				if k, ok := elemKey(elem); ok {
+					fn(k)
 				}
-				if len(slab) < len(k.key) {
-					slab = make([]byte, max(keySlab, len(k.key)))
-				}
-				n := copy(slab, k.key)
-				k.key, slab = slab[:n:n], slab[n:]
-				out = append(out, k)
 			}
 		}
 	}
+}
+
+// dumpSetKeys is set's content, keys only: counted first, so the
+// elements and their keys are two allocations of the exact size, and the
+// dump itself is garbage once it returns.
+func dumpSetKeys(c *nftables.Conn, set *nftables.Set) ([]setKey, error) {
+	msgs, err := dumpSet(c, set)
+	if err != nil {
+		return nil, err
+	}
+	n, size := 0, 0
+	eachElem(msgs, func(k setKey) { n, size = n+1, size+len(k.key) })
+	out := make([]setKey, 0, n)
+	keys := make([]byte, 0, size)
+	eachElem(msgs, func(k setKey) {
+		at := len(keys)
+		keys = append(keys, k.key...)
+		out = append(out, setKey{key: keys[at:len(keys):len(keys)], end: k.end})
+	})
 	return out, nil
+}
+
+// countSetElements is how many elements set holds (status's table sizes).
+func countSetElements(c *nftables.Conn, set *nftables.Set) (int, error) {
+	msgs, err := dumpSet(c, set)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	eachElem(msgs, func(setKey) { n++ })
+	return n, nil
 }
 
 // elemKey decodes one NFTA_LIST_ELEM: the key's value and the flags.

@@ -267,6 +267,11 @@ func (d *Daemon) keepLearned(s firewall.Spec) firewall.Spec {
 func (d *Daemon) Run(ctx context.Context) error {
 	surflare.CloseInheritedOnExec() // E5: nothing the daemon inherited reaches the vendor
 	setMemoryLimit(d.log)
+	if n, err := trimBinaryPages(); err != nil {
+		d.log.Debug("Binary pages not trimmed", "err", err)
+	} else {
+		d.log.Debug("Binary pages trimmed", "bytes", n)
+	}
 	c := d.cfgs.Get()
 	runDir := c.Paths.RunDir
 	if err := os.MkdirAll(runDir, 0o755); err != nil {

@@ -165,7 +165,7 @@ func createTable(c *nftables.Conn, t tableSpec) error {
 		if err := c.AddSet(set, nil); err != nil {
 			return fmt.Errorf("%s set %s: %w", t.key(), s.name, err)
 		}
-		if err := addElements(c, set, s.elements()); err != nil {
+		if err := addSetContent(c, set, s); err != nil {
 			return fmt.Errorf("%s: %w", t.key(), err)
 		}
 	}
@@ -326,9 +326,9 @@ var errNoObjects = errors.New("no objects")
 // batch): range boundaries cannot be patched element by element.
 func stageSetContent(c *nftables.Conn, kt *nftables.Table, s setSpec) (string, error) {
 	set := s.nftSet(kt)
-	elems, err := c.GetSetElements(set)
+	elems, err := dumpSetKeys(c, set)
 	if err != nil {
-		return "", fmt.Errorf("reading set %s: %w", s.name, err)
+		return "", err
 	}
 	kc := readContent(s.kind, s.interval, elems)
 	if sameContent(s, kc) {
@@ -336,7 +336,7 @@ func stageSetContent(c *nftables.Conn, kt *nftables.Table, s setSpec) (string, e
 	}
 	if s.interval {
 		c.FlushSet(set)
-		if err := addElements(c, set, s.elements()); err != nil {
+		if err := addSetContent(c, set, s); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("rewritten (%d ranges, was %d)", len(s.ranges), len(kc.ranges)), nil

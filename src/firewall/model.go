@@ -142,7 +142,7 @@ func lastOf(p netip.Prefix) netip.Addr {
 // non-adjacent ranges — the only shape an interval set accepts without
 // auto-merge, and a canonical one to compare with the kernel.
 func mergeRanges(ps []netip.Prefix, v6 bool) []addrRange {
-	var rs []addrRange
+	rs := make([]addrRange, 0, len(ps))
 	for _, p := range ps {
 		if !p.IsValid() || p.Addr().Is6() != v6 {
 			continue
@@ -153,9 +153,12 @@ func mergeRanges(ps []netip.Prefix, v6 bool) []addrRange {
 	return normalizeRanges(rs)
 }
 
+// normalizeRanges sorts and merges rs in place (a chnroute list is
+// thousands of ranges, merged on every Apply); the result shares rs's
+// array.
 func normalizeRanges(rs []addrRange) []addrRange {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].first.Less(rs[j].first) })
-	var out []addrRange
+	out := rs[:0]
 	for _, r := range rs {
 		if n := len(out); n > 0 {
 			prev := &out[n-1]

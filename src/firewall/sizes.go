@@ -58,8 +58,8 @@ func (f *Firewall) TableSizes(ctx context.Context) []TableSize {
 		}
 		if sets, err := c.GetSets(t); err == nil {
 			for _, s := range sets {
-				if es, err := c.GetSetElements(s); err == nil {
-					ts.Sets[s.Name] = len(es)
+				if n, err := countSetElements(c, s); err == nil {
+					ts.Sets[s.Name] = n
 				}
 			}
 		}

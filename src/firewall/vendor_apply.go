@@ -35,7 +35,7 @@ func stageVendor(c *nftables.Conn, s Spec, vt *nftables.Table) (Changes, error) 
 			if err := c.AddSet(set, nil); err != nil {
 				return nil, fmt.Errorf("%s set %s: %w", key, vs.name, err)
 			}
-			if err := addElements(c, set, vs.elements()); err != nil {
+			if err := addSetContent(c, set, vs); err != nil {
 				return nil, err
 			}
 			ch = append(ch, Change{Table: key, Object: "set " + vs.name, Action: "created"})

@@ -46,6 +46,8 @@ type Firewall struct {
 
 	readMu   sync.Mutex
 	readConn *nftables.Conn // the counters' socket (counters.go)
+	fastMu   sync.Mutex
+	fast     *counterDump // FastCounters' socket (counterdump.go)
 
 	wanMu   sync.Mutex
 	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)

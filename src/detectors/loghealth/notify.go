@@ -27,7 +27,7 @@ type Changes interface {
 
 // Inotify watches path's directory with inotify(7) for events on path's
 // name: IN_MODIFY (writes and truncations), IN_CREATE, IN_MOVED_TO,
-// IN_MOVED_FROM, IN_DELETE, IN_ATTRIB, IN_CLOSE_WRITE; and for the
+// IN_MOVED_FROM, IN_DELETE, IN_ATTRIB; and for the
 // directory itself going away. The directory, not the file, is watched,
 // so a file that does not exist yet, or one that replaced a rotated file,
 // is announced too. Events about other names in the directory are ignored
@@ -50,7 +50,7 @@ func Inotify(path string) (Changes, error) {
 		return nil, fmt.Errorf("inotify on %s: %w", dir, err)
 	}
 	const mask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
-		unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE |
+		unix.IN_DELETE | unix.IN_ATTRIB |
 		unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
 	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
 		unix.Close(fd)

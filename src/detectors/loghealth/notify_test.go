@@ -77,17 +77,22 @@ func (w *watchedMonitor) saw(n int) bool {
 }
 
 // quiet asserts that an idle log is not read in a window where polling
-// would have read it about quietWindow/testPoll times.
+// would have read it about quietWindow/testPoll times. The notices of the
+// last change may still trail in (a loaded machine delivers a write's
+// events in several reads), so it is enough that one of a few windows in a
+// row is quiet: a monitor that polled would read in every one of them.
 func (w *watchedMonitor) quiet(t *testing.T, when string) {
 	t.Helper()
-	// Let a read already due (the gap after the last event) happen first.
 	eventually(t, when+": the monitor settles", func() bool { return w.m.settled() })
-	time.Sleep(2 * testPoll)
-	before := w.m.reads.Load()
-	time.Sleep(quietWindow)
-	if n := w.m.reads.Load() - before; n > 1 {
-		t.Errorf("%s: %d reads of an idle log in %s; want none (it is followed by change notices, not every %s)", when, n, quietWindow, testPoll)
+	var n int64
+	for range 5 {
+		before := w.m.reads.Load()
+		time.Sleep(quietWindow)
+		if n = w.m.reads.Load() - before; n <= 1 {
+			return
+		}
 	}
+	t.Errorf("%s: %d reads of an idle log in %s, in each of 5 windows; want none (it is followed by change notices, not every %s)", when, n, quietWindow, testPoll)
 }
 
 func TestMonitorFollowsTheLogByChangeNotices(t *testing.T) {

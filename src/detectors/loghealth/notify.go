@@ -25,23 +25,27 @@ type Changes interface {
 	Close() error
 }
 
-// Inotify watches path's directory with inotify(7) for events on path's
-// name: IN_MODIFY (writes and truncations), IN_CREATE, IN_MOVED_TO,
-// IN_MOVED_FROM, IN_DELETE, IN_ATTRIB; and for the
-// directory itself going away. The directory, not the file, is watched,
-// so a file that does not exist yet, or one that replaced a rotated file,
-// is announced too. Events about other names in the directory are ignored
-// (the vendor's other logs may be busy), which is why the Monitor polls
-// whenever its open file is not the regular file path names (a rotated
-// file still being written, a symlink): only then can the log change with
-// no event for its name. It is Options.Watch in the daemon.
+// Inotify watches the log with inotify(7): its directory for what happens
+// to the log's name (IN_CREATE, IN_MOVED_TO, IN_MOVED_FROM, IN_DELETE) and
+// for the directory itself going away, and the file for its writes and
+// truncations (IN_MODIFY, IN_ATTRIB). Writes are watched on the file, not
+// the directory, because a directory watch reports every write to every
+// file in it, and the vendor's other logs there may be busy: each would
+// wake us for nothing. When a new file takes the name (rotation,
+// re-creation), the watch moves to it. A name event for another file in
+// the directory is ignored.
+//
+// The Monitor polls whenever its open file is not the regular file path
+// names (a rotated file still being written, a symlink): only then could
+// the log change with no event for it. It is Options.Watch in the daemon.
 //
 // A static, cgo-free binary can use it: the calls are golang.org/x/sys's,
 // and the descriptor is read through Go's netpoller (non-blocking, no
 // thread parked on it). An error (no inotify, out of instances or watches,
 // no directory yet) leaves the Monitor polling, as before.
 func Inotify(path string) (Changes, error) {
-	dir, base := filepath.Split(filepath.Clean(path))
+	path = filepath.Clean(path)
+	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
@@ -49,28 +53,59 @@ func Inotify(path string) (Changes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inotify on %s: %w", dir, err)
 	}
-	const mask = unix.IN_MODIFY | unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
-		unix.IN_DELETE | unix.IN_ATTRIB |
+	const dirMask = unix.IN_CREATE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_DELETE |
 		unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
-	if _, err := unix.InotifyAddWatch(fd, dir, mask); err != nil {
+	dirWD, err := unix.InotifyAddWatch(fd, dir, dirMask)
+	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("inotify on %s: %w", dir, err)
 	}
 	// A non-blocking descriptor handed to os.NewFile is read through the
 	// netpoller, and Close wakes a pending Read.
 	f := os.NewFile(uintptr(fd), "inotify:"+dir)
-	w := &inotifyWatch{f: f, name: []byte(base), c: make(chan struct{}, 1), done: make(chan struct{})}
+	w := &inotifyWatch{f: f, path: path, name: []byte(base), dirWD: dirWD, fileWD: -1,
+		c: make(chan struct{}, 1), done: make(chan struct{})}
+	w.watchFile() // none yet is fine: its creation is a name event
 	go w.read()
 	return w, nil
 }
 
+// fileMask is what the file's own watch reports: writes and truncations
+// (IN_MODIFY), and IN_ATTRIB (a chmod, the last link gone).
+const fileMask = unix.IN_MODIFY | unix.IN_ATTRIB
+
 type inotifyWatch struct {
-	f    *os.File
-	name []byte
-	c    chan struct{}
-	done chan struct{} // closed when read returns
+	f      *os.File
+	path   string
+	name   []byte
+	dirWD  int
+	fileWD int // -1: no file watched (only read's goroutine changes it after Inotify)
+	c      chan struct{}
+	done   chan struct{} // closed when read returns
 
 	once sync.Once
+}
+
+// watchFile moves the file watch to the file path names now (best effort:
+// a file that is not there yet announces itself by name).
+func (w *inotifyWatch) watchFile() {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// Control keeps the descriptor open for the call (Close may race).
+	rc.Control(func(fd uintptr) {
+		wd, err := unix.InotifyAddWatch(int(fd), w.path, fileMask)
+		if err != nil || wd == w.fileWD {
+			return
+		}
+		if w.fileWD >= 0 && w.fileWD != w.dirWD {
+			// The old file's writes no longer matter: the Monitor polls
+			// while it still reads one.
+			unix.InotifyRmWatch(int(fd), uint32(w.fileWD))
+		}
+		w.fileWD = wd
+	})
 }
 
 func (w *inotifyWatch) C() <-chan struct{} { return w.c }
@@ -108,10 +143,10 @@ func (w *inotifyWatch) read() {
 	}
 }
 
-// scan reads a buffer of inotify events: wake when one is about the log's
-// name or the queue overflowed (events were lost: look); over when the
-// directory's watch ended (removed, renamed away, unmounted), after which
-// no event would ever come.
+// scan reads a buffer of inotify events: wake when one is about the log
+// (its file's writes, its name's changes) or the queue overflowed (events
+// were lost: look); over when the directory's watch ended (removed,
+// renamed away, unmounted), after which no name event would ever come.
 func (w *inotifyWatch) scan(b []byte) (wake, over bool) {
 	for len(b) >= unix.SizeofInotifyEvent {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&b[0]))
@@ -124,12 +159,20 @@ func (w *inotifyWatch) scan(b []byte) (wake, over bool) {
 			name = name[:i]
 		}
 		b = b[end:]
+		wd := int(ev.Wd)
 		switch {
 		case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 			wake = true
-		case ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_UNMOUNT) != 0:
+		case wd == w.dirWD && ev.Mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_UNMOUNT) != 0:
 			wake, over = true, true
-		case bytes.Equal(name, w.name):
+		case wd == w.dirWD && bytes.Equal(name, w.name):
+			wake = true
+			if ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+				w.watchFile() // a new file has the name
+			}
+		case wd == w.fileWD && ev.Mask&unix.IN_IGNORED != 0:
+			w.fileWD = -1 // the file is gone; a new one comes by name
+		case wd == w.fileWD:
 			wake = true
 		}
 	}

@@ -141,6 +141,8 @@ func TestMonitorFollowsTheLogByChangeNotices(t *testing.T) {
 		t.Errorf("rotations = %d, want 1", st.Rotations)
 	}
 	w.quiet(t, "after the rotation")
+	appendFile(t, path, numbered(51))
+	eventually(t, "a later write to the new file is read (the file's watch moved to it)", func() bool { return w.saw(51) })
 
 	// Removed and created again.
 	if err := os.Remove(path); err != nil {
@@ -149,6 +151,8 @@ func TestMonitorFollowsTheLogByChangeNotices(t *testing.T) {
 	appendFile(t, path, numbered(6))
 	eventually(t, "the recreated file's line is read", func() bool { return w.saw(6) })
 	w.quiet(t, "after the re-creation")
+	appendFile(t, path, numbered(61))
+	eventually(t, "a later write to the re-created file is read", func() bool { return w.saw(61) })
 
 	// The directory itself removed and made again: the watch ends; the
 	// monitor polls until it can watch again.

@@ -68,6 +68,9 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 			d.fast.observeLine(l)
 		}
 		o.OnError = d.fast.observeError
+		// Read on change notices, not every 500 ms: a healthy proxy logs
+		// nothing, and the fast signals see a line at once (Monitor.Run).
+		o.Watch = loghealth.Inotify
 		lh, err := loghealth.NewMonitor(o)
 		if err != nil {
 			d.log.Error("Log health disabled", "err", err)

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync/atomic"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"surflare-watchdog/src/detectors"
 	"surflare-watchdog/src/detectors/fastsignal"
 	"surflare-watchdog/src/detectors/loghealth"
-	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -178,18 +176,13 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	}
 }
 
-// readFastCounters is the kill switch's counters and the moat's RSTs from
-// relays, in one map (their names do not overlap).
+// readFastCounters is the kill switch's counters and the moat's, in one
+// map (their names do not overlap; the counter rule picks the watched
+// ones). FastCounters is the lean read made for this once-a-second caller.
 func (d *Daemon) readFastCounters(ctx context.Context) (map[string]uint64, error) {
-	ks, kerr := d.fw.fw.KillSwitchCounters(ctx)
-	m, merr := d.fw.fw.MoatCounters(ctx)
-	if kerr != nil && merr != nil {
-		return nil, fmt.Errorf("kill switch: %w; moat: %w", kerr, merr)
-	}
 	out := map[string]uint64{}
-	maps.Copy(out, ks)
-	if merr == nil {
-		out[firewall.CounterRstIn] = m.RstIn
+	if err := d.fw.fw.FastCounters(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"surflare-watchdog/src/config"
 	"surflare-watchdog/src/detectors/idleprobe"
+	"surflare-watchdog/src/firewall"
 	"surflare-watchdog/src/watchdog"
 )
 
@@ -23,11 +24,13 @@ func (d *Daemon) startIdleProbe(ctx context.Context, c *config.Config) {
 	}
 	var seen atomic.Uint64
 	proven := func() bool {
-		m, err := d.fw.fw.MoatCounters(ctx)
-		if err != nil {
+		// The lean read the counter watch uses (firewall.FastCounters).
+		cs := map[string]uint64{}
+		if err := d.fw.fw.FastCounters(ctx, cs); err != nil {
 			return false
 		}
-		return seen.Swap(m.SynAckIn) < m.SynAckIn
+		v, ok := cs[firewall.CounterSynAckIn]
+		return ok && seen.Swap(v) < v
 	}
 	active := func() bool {
 		st := d.w.Status().State

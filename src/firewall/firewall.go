@@ -44,8 +44,17 @@ type Firewall struct {
 	guardSkips atomic.Int64
 	nftNotify  chan struct{} // NFTChanged
 
+	// The routing layer's part (guard_routes.go): rtnetlink changes seen,
+	// whether that monitor runs, idle passes that skipped the layer too.
+	rtEvents     atomic.Uint64
+	rtMonitoring atomic.Bool
+	routeSkips   atomic.Int64
+	guardFull    int // guardFullEvery, or a test's
+
 	readMu   sync.Mutex
 	readConn *nftables.Conn // the counters' socket (counters.go)
+	fastMu   sync.Mutex
+	fast     *counterDump // FastCounters' socket (counterdump.go)
 
 	wanMu   sync.Mutex
 	wanSeen map[string]bool // WAN devices of default routes seen (routing layer)
@@ -77,6 +86,7 @@ func New(opts ...Option) *Firewall {
 		clock:         clock.Real{},
 		log:           slog.Default().With("subsystem", "firewall"),
 		guardInterval: 5 * time.Second,
+		guardFull:     guardFullEvery,
 		fw4MinGap:     time.Minute,
 		nftNotify:     make(chan struct{}, 1),
 	}

@@ -28,32 +28,52 @@ const guardDebounce = 20 * time.Millisecond
 // monitor listens to, so when no event at all came since a pass that found
 // nothing to do, with the same spec, the nftables part cannot have drifted:
 // such a periodic pass only checks the routing layer (ip rules and routes
-// send no nftables event). Every guardFullEvery-th periodic pass reads
-// everything anyway, and a lost-events notice (socket overrun) re-opens the
-// monitor and re-checks at once, as before.
+// send no nftables event), and skips that too while no rtnetlink change
+// came since its last clean check (guard_routes.go). Every
+// guardFullEvery-th periodic pass reads everything anyway, and a
+// lost-events notice (socket overrun) re-opens the monitor and re-checks
+// at once, as before.
 func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 	events, closeMon, err := f.monitor()
 	if err != nil {
 		return err
 	}
 	defer func() { closeMon() }()
+	if stopRoutes, err := f.routeMonitor(); err != nil {
+		f.log.Info("no routing change events; the routing layer is checked on every guard pass", "err", err)
+	} else {
+		defer stopRoutes()
+	}
 
 	var (
 		clean     bool   // the last full pass found nothing to do
 		cleanGen  uint64 // f.nftEvents when that pass began
 		cleanSpec Spec   // and the spec it checked
 		skipped   int    // periodic passes since the last full one
+		// The routing layer's own check: clean when the last check of it
+		// (either kind of pass) changed nothing, as of f.rtEvents = routesGen.
+		routesClean bool
+		routesGen   uint64
 	)
 	pass := func(reason string, periodic bool) {
 		if ctx.Err() != nil {
 			return
 		}
 		gen := f.nftEvents.Load()
+		rgen := f.rtEvents.Load()
 		s := spec()
-		if periodic && clean && gen == cleanGen && skipped < guardFullEvery-1 && reflect.DeepEqual(s, cleanSpec) {
+		if periodic && clean && gen == cleanGen && skipped < f.guardFull-1 && reflect.DeepEqual(s, cleanSpec) {
 			skipped++
 			f.guardSkips.Add(1)
-			if ch, err := f.SyncRoutes(ctx, s); err != nil {
+			// The same for the routing layer: no rtnetlink message since
+			// a check that changed nothing, and the monitor still runs.
+			if routesClean && rgen == routesGen && f.rtMonitoring.Load() {
+				f.routeSkips.Add(1)
+				return
+			}
+			ch, err := f.SyncRoutes(ctx, s)
+			routesClean, routesGen = err == nil && ch.Empty(), rgen
+			if err != nil {
 				clean = false
 				f.log.Error("re-applying the routing layer failed", "reason", reason, "err", err)
 			} else if !ch.Empty() {
@@ -66,6 +86,7 @@ func (f *Firewall) Guard(ctx context.Context, spec func() Spec) error {
 		}
 		ch, err := f.Apply(ctx, s)
 		ok := err == nil && ch.Empty()
+		routesClean, routesGen = ok, rgen
 		switch {
 		case err != nil:
 			f.log.Error("re-applying firewall failed", "reason", reason, "err", err)

@@ -19,6 +19,12 @@ func log() *slog.Logger { return slog.Default().With("subsystem", "fastsignal") 
 
 // Defaults of CounterOptions.
 const (
+	// DefaultCounterInterval is also the signal's latency, and it does not
+	// back off on a quiet tunnel: every counter it watches can jump with
+	// the next packet (an injected RST, a router service going direct),
+	// and nothing announces a counter's move without reading it (nftables
+	// sends no event for counters). What was cut instead is the cost of a
+	// read (firewall.FastCounters, issue 19).
 	DefaultCounterInterval = time.Second
 	// DefaultMinJump: fewer new packets than this in one interval is never
 	// a jump (a few dropped packets are normal on a router).

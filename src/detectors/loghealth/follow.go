@@ -2,8 +2,10 @@ package loghealth
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 )
 
@@ -95,6 +97,24 @@ func (fl *Follower) Poll(fn func([]byte)) error {
 		}
 	}
 	return nil
+}
+
+// Settled reports whether the log can only change with an event on path's
+// name in its directory (Inotify): the file we read is the regular file
+// path names, or there is no file and none open. It is not settled while
+// we still read a rotated file (its writer may not have reopened: its
+// lines come under another name), or when path is a symlink (the target's
+// writes happen elsewhere); the Monitor polls then.
+func (fl *Follower) Settled() bool {
+	onDisk, err := os.Lstat(fl.path)
+	if fl.f == nil {
+		return errors.Is(err, fs.ErrNotExist)
+	}
+	if err != nil || !onDisk.Mode().IsRegular() {
+		return false
+	}
+	open, err := fl.f.Stat()
+	return err == nil && os.SameFile(onDisk, open)
 }
 
 // open opens path at offset 0; readAvailable then applies the tail bound,

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"surflare-watchdog/src/clock"
@@ -33,8 +34,10 @@ func log() *slog.Logger { return slog.Default().With("subsystem", "loghealth") }
 
 // Defaults of Options fields left zero.
 const (
-	DefaultPoll       = 500 * time.Millisecond // how often the log is checked for new lines
-	DefaultWriteEvery = time.Second            // at most one file write per this, while lines arrive
+	// DefaultPoll is how often the log is read without change notices
+	// (Options.Watch), and the least time between two reads with them.
+	DefaultPoll       = 500 * time.Millisecond
+	DefaultWriteEvery = time.Second // at most one file write per this, while lines arrive
 	// DefaultRefresh rewrites the file even when nothing is logged, so
 	// counts age out of it and generated_at shows the monitor is alive.
 	DefaultRefresh = time.Minute
@@ -53,6 +56,11 @@ type Options struct {
 
 	Poll, WriteEvery, Refresh time.Duration
 	Clock                     clock.Clock
+
+	// Watch, if set, starts change notices for the log (Inotify in the
+	// daemon), so Run reads when the log changes instead of every Poll;
+	// nil polls. See Run.
+	Watch func(path string) (Changes, error)
 
 	// OnLine, if set, sees every urltest error after it is counted (the 503
 	// storm monitor hooks in here). It runs on the monitor's goroutine and
@@ -88,6 +96,10 @@ type Monitor struct {
 	stats   Stats
 	follow  *Follower
 	dirty   bool
+
+	// reads counts Run's reads of the log: with change notices an idle
+	// log is not read at all, which the tests check.
+	reads atomic.Int64
 }
 
 // NewMonitor checks the options (the pattern's groups) and fills defaults.
@@ -126,13 +138,46 @@ func NewMonitor(o Options) (*Monitor, error) {
 // Run follows the log until ctx ends, writing the file at most once per
 // WriteEvery while errors arrive and at least once per Refresh. A missing log
 // is waited for; a write failure is logged and retried on the next change.
+//
+// Without Options.Watch it reads every Poll. With it, it reads when the
+// log's name has an event, never sooner than Poll after the last read (a
+// proxy logging a storm costs no more reads than the poll did), so a line
+// is read at once after a quiet spell and within Poll during a burst; and
+// it polls every Poll as before whenever an event could be missed: no
+// watch (inotify unavailable, no directory yet: retried at each poll), a
+// watch that ended, or a log that is not Settled. Every timer wake (the
+// writes' schedule, at least once per Refresh) reads too.
 func (m *Monitor) Run(ctx context.Context) error {
 	defer m.follow.Close()
-	var lastWrite time.Time
+	var ch Changes
+	defer func() {
+		if ch != nil {
+			ch.Close()
+		}
+	}()
+	var lastWrite, lastPoll time.Time
 	// Problems are logged when they start or change, not every poll.
-	var readProblem, writeProblem string
+	var readProblem, writeProblem, watchProblem string
 	for {
+		if m.o.Watch != nil && ch == nil {
+			// Watch before reading, so a change right after the read is an
+			// event and not lost.
+			c, err := m.o.Watch(m.o.LogPath)
+			switch {
+			case err == nil:
+				ch = c
+				if watchProblem != "" {
+					log().Info("proxy log: following it by change notices again", "path", m.o.LogPath)
+				}
+				watchProblem = ""
+			case err.Error() != watchProblem:
+				log().Info("proxy log: no change notices; polling it", "every", m.o.Poll, "err", err)
+				watchProblem = err.Error()
+			}
+		}
 		now := m.clock.Now()
+		lastPoll = now
+		m.reads.Add(1)
 		err := m.PollOnce(now)
 		switch {
 		case err == nil:
@@ -163,12 +208,56 @@ func (m *Monitor) Run(ctx context.Context) error {
 			m.dirty = err != nil // a failed write is retried after WriteEvery, not every poll
 			m.mu.Unlock()
 		}
+
+		wait := m.o.Poll
+		var notices <-chan struct{}
+		if ch != nil && m.settled() {
+			notices = ch.C()
+			wait = m.nextWrite(now, lastWrite)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-m.clock.After(m.o.Poll):
+		case <-m.clock.After(wait):
+		case _, open := <-notices:
+			if !open {
+				ch.Close()
+				ch = nil
+				continue // watch again, then read: the watch ended with an event
+			}
+			// Never sooner than Poll after the last read.
+			if rest := m.o.Poll - m.clock.Now().Sub(lastPoll); rest > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-m.clock.After(rest):
+				}
+			}
 		}
 	}
+}
+
+// settled is the follower's Settled, under the lock PollOnce takes.
+func (m *Monitor) settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.follow.Settled()
+}
+
+// nextWrite is how long after now the file is due: WriteEvery after the
+// last write while counts wait to be written, Refresh after it otherwise.
+func (m *Monitor) nextWrite(now, lastWrite time.Time) time.Duration {
+	if m.o.OutPath == "" {
+		return m.o.Refresh
+	}
+	m.mu.Lock()
+	dirty := m.dirty
+	m.mu.Unlock()
+	every := m.o.Refresh
+	if dirty {
+		every = m.o.WriteEvery
+	}
+	return max(every-now.Sub(lastWrite), time.Millisecond)
 }
 
 // PollOnce reads what the log gained since the last poll and counts it;

@@ -286,6 +286,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			d.log.Warn("Releasing the instance lock failed", "err", err)
 		}
 	}()
+	defer d.procs.listen.close()
 	d.removeStaleHandover(runDir)
 	d.log.Info("surflare-watchdog starting", "config", d.cfgs.Path(), "role", d.role, "mode", c.Main.Mode, "pid", os.Getpid())
 

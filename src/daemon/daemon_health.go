@@ -105,7 +105,7 @@ func newChecker(c *config.Config, fw *firewall.Firewall, probe *route.ProbeNS, w
 		Procs:   procs,
 		Table:   fw,
 		Rule:    tunnelRule{},
-		Listen:  proxyPort{scan: procs.scan, port: int(c.Vendor.ProxyPort)},
+		Listen:  proxyPort{scan: procs.scan, diag: procs.listen, port: int(c.Vendor.ProxyPort)},
 		ISPAddr: isp,
 		Now:     time.Now,
 	}

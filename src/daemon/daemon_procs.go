@@ -17,10 +17,13 @@ import (
 type nsProcs struct {
 	scan  procscan.Scanner
 	proxy *proxyCache // shared by every copy; empty until the tracker runs
+	// listen answers health's "does the proxy listen yet" (proxyPort),
+	// shared by every checker a reload builds.
+	listen *listenDiag
 }
 
 func newNSProcs() nsProcs {
-	return nsProcs{scan: procscan.Scanner{}.InOwnNetNS(), proxy: &proxyCache{}}
+	return nsProcs{scan: procscan.Scanner{}.InOwnNetNS(), proxy: &proxyCache{}, listen: &listenDiag{}}
 }
 
 // Alive is health.ProcessChecker.

@@ -3,7 +3,6 @@ package route
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -69,35 +68,13 @@ func (d *SockDiag) Close() {
 // (434 to 5 in the lab's router at idle), and the dump of them all, every
 // 3 s, was the largest part of an idle daemon's CPU (issue 19).
 func (d *SockDiag) OwnedTCPSockets(ctx context.Context) ([]Socket, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.sh == nil {
-		return nil, errors.New("sock_diag: closed")
-	}
 	var out []Socket
-	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		req := nl.NewNetlinkRequest(nl.SOCK_DIAG_BY_FAMILY, unix.NLM_F_DUMP)
-		req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_INET_DIAG: d.sh}
-		req.AddData(diagRequest{family: fam, states: ownedStates})
-		var perr error
-		err := req.ExecuteIter(unix.NETLINK_INET_DIAG, nl.SOCK_DIAG_BY_FAMILY, func(msg []byte) bool {
-			s, err := parseDiagMsg(msg)
-			if err != nil {
-				perr = err
-				return false
-			}
-			out = append(out, s)
-			return true
-		})
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) && !errors.Is(err, nl.ErrDumpInterrupted) {
-			return nil, fmt.Errorf("sock_diag: %w", err)
-		}
-		if perr != nil {
-			return nil, fmt.Errorf("sock_diag: %w", perr)
-		}
+	err := d.dump(ctx, ownedStates, func(s Socket) bool {
+		out = append(out, s)
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

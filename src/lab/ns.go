@@ -46,9 +46,18 @@ func createNamed(names []string) ([]netns.NsHandle, error) {
 	go func() {
 		runtime.LockOSThread()
 		// netns.NewNamed unshares the calling thread; it is never unlocked,
-		// so the runtime discards it afterwards.
-		routerSizedTCPHash()
+		// so the runtime discards it afterwards. Each namespace is made
+		// from the scratch one: made from the one before, it would get
+		// that one's child table size, the host's.
+		scratch := routerSizedTCPHash()
+		defer scratch.Close()
 		for _, n := range names {
+			if scratch.IsOpen() {
+				if err := netns.Set(scratch); err != nil {
+					errc <- fmt.Errorf("creating namespace %s: back to the scratch namespace: %w", n, err)
+					return
+				}
+			}
 			h, err := netns.NewNamed(n)
 			if err != nil {
 				errc <- fmt.Errorf("creating namespace %s: %w", n, err)
@@ -79,14 +88,17 @@ const RouterTCPHashEntries = 1024
 
 // routerSizedTCPHash moves the calling (locked) thread into a scratch
 // namespace whose tcp_child_ehash_entries is RouterTCPHashEntries, so the
-// namespaces it creates next get tables of their own of that size. The
-// sysctl is per namespace (Linux 5.19+); on an older kernel, or if it
-// fails, the namespaces share the host's table as before.
-func routerSizedTCPHash() {
-	if _, err := netns.New(); err != nil {
-		return
+// namespaces made from it get tables of their own of that size, and
+// returns a handle to it (closed: none could be made). The sysctl is per
+// namespace (Linux 5.19+); on an older kernel, or if it fails, the
+// namespaces share the host's table as before.
+func routerSizedTCPHash() netns.NsHandle {
+	h, err := netns.New()
+	if err != nil {
+		return netns.None()
 	}
 	_ = os.WriteFile("/proc/sys/net/ipv4/tcp_child_ehash_entries", []byte(fmt.Sprint(RouterTCPHashEntries)), 0o644)
+	return h
 }
 
 // deleteNamed unmounts and removes a named namespace; missing is fine.

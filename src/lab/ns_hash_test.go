@@ -8,7 +8,9 @@ import (
 )
 
 // The lab's namespaces get a router-sized TCP hash table of their own, not
-// the host's (whose size every socket dump walks).
+// the host's (whose size every socket dump walks): every one of them, as a
+// lab makes three at once (lan, router, internet) and the router's is where
+// the daemon dumps.
 func TestNamespacesGetARouterSizedTCPHash(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces)")
@@ -16,26 +18,33 @@ func TestNamespacesGetARouterSizedTCPHash(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/net/ipv4/tcp_child_ehash_entries"); err != nil {
 		t.Skip("kernel without per-namespace TCP hash tables (Linux < 5.19)")
 	}
-	name := fmt.Sprintf("swtehash%d", os.Getpid())
-	hs, err := createNamed([]string{name})
+	var names []string
+	for _, role := range []string{"lan", "router", "internet"} {
+		names = append(names, fmt.Sprintf("swtehash%d-%s", os.Getpid(), role))
+	}
+	hs, err := createNamed(names)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		hs[0].Close()
-		_ = deleteNamed(name)
+		for i, h := range hs {
+			h.Close()
+			_ = deleteNamed(names[i])
+		}
 	})
-	var got string
-	if err := inNS(hs[0], func() error {
-		b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_ehash_entries")
-		got = strings.TrimSpace(string(b))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// A namespace sharing the host's table reads it negated.
-	if got != fmt.Sprint(RouterTCPHashEntries) {
-		t.Errorf("tcp_ehash_entries in a lab namespace = %s, want %d (its own, router-sized)", got, RouterTCPHashEntries)
+	for i, h := range hs {
+		var got string
+		if err := inNS(h, func() error {
+			b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_ehash_entries")
+			got = strings.TrimSpace(string(b))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// A namespace sharing the host's table reads it negated.
+		if got != fmt.Sprint(RouterTCPHashEntries) {
+			t.Errorf("tcp_ehash_entries in lab namespace %s = %s, want %d (its own, router-sized)", names[i], got, RouterTCPHashEntries)
+		}
 	}
 	host, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_child_ehash_entries")
 	if strings.TrimSpace(string(host)) != "0" {

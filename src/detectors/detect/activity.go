@@ -41,31 +41,36 @@ const (
 )
 
 // No looks on a quiet tunnel: traffic that starts together with the
-// black-hole is seen at the next Interval sample (detection up to ~5 s).
-// Looking every 500 ms there as well would see it within a second (the
-// bench's node-blackhole, whose LAN client starts just before the fault:
-// p95 2.5-2.7 s instead of 4.5 s), but each look is a wake-up of the whole
-// process: +2-3 s/h of idle CPU in the footprint bench (issue 19, measured
-// against main), more than the sample every Interval costs. What would see
-// it for free is a kernel wake-up on the LAN's first new connections, as
-// the loop guard has for the router's own (firewall: an NFLOG rule,
-// rate-limited, on LAN SYNs into the tproxy; loopguard/events.go).
+// black-hole would be seen at the next Interval sample (detection up to
+// ~5 s). Looking every 500 ms there as well would see it within a second
+// (the bench's node-blackhole, whose LAN client starts just before the
+// fault: p95 2.5-2.7 s instead of 4.5 s), but each look is a wake-up of
+// the whole process: +2-3 s/h of idle CPU in the footprint bench (issue
+// 19, measured against main), more than the sample every Interval costs.
+// So the kernel says when LAN traffic starts (Options.Wake: the
+// firewall's lan-wake rule logs the LAN's new connections into the tproxy
+// to an NFLOG group, at most two a second, and KernelWake turns that into
+// wake-ups): a wake-up brings the next sample forward to waitingAfter
+// after it, when the first flows of a black-hole have waited long enough
+// to be seen, and looks every lookInterval for wakeHold (longer if a look
+// sees activityRate). Nothing wakes on a quiet tunnel.
+const (
+	// wakeHold is how long a wake-up alone keeps the looks going: past
+	// its sample, so a burst of new connections right after it (a page
+	// load after its first request) is sampled within a look, short
+	// enough that a single LAN request (the footprint bench's one every
+	// 5 s) costs a sample and a few looks.
+	wakeHold = time.Second
+)
 
 // waitActive waits up to wait, cut short after a look that sees LAN
-// traffic; false when ctx ended.
+// traffic, and brought forward to waitingAfter after a wake-up; false when
+// ctx ended.
 func (d *Detector) waitActive(ctx context.Context, wait time.Duration) bool {
-	sleep := func(w time.Duration) bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-d.o.Clock.After(w):
-			return true
-		}
+	looks := d.o.Activity != nil && wait > lookInterval
+	if looks {
+		d.traffic(d.o.Clock.Now()) // the sample's reading
 	}
-	if d.o.Activity == nil || wait <= lookInterval {
-		return sleep(wait)
-	}
-	d.traffic(d.o.Clock.Now()) // the sample's reading
 	deadline := d.o.Clock.Now().Add(wait)
 	for {
 		now := d.o.Clock.Now()
@@ -73,13 +78,31 @@ func (d *Detector) waitActive(ctx context.Context, wait time.Duration) bool {
 		if left <= 0 {
 			return true
 		}
-		if !d.trafficRecent(now) {
-			return sleep(left)
+		looking := looks && d.trafficRecent(now)
+		step := left
+		if looking {
+			step = min(lookInterval, left)
 		}
-		if !sleep(min(lookInterval, left)) {
+		select {
+		case <-ctx.Done():
 			return false
+		case _, ok := <-d.wake:
+			if !ok { // the subscription ended (logged by it): Interval and Activity only
+				d.wake = nil
+				continue
+			}
+			now = d.o.Clock.Now()
+			d.mu.Lock()
+			d.wokeAt = now
+			d.mu.Unlock()
+			looks = d.o.Activity != nil
+			if at := now.Add(waitingAfter); at.Before(deadline) {
+				deadline = at
+			}
+			continue
+		case <-d.o.Clock.After(step):
 		}
-		if d.traffic(d.o.Clock.Now()) {
+		if looking && d.traffic(d.o.Clock.Now()) {
 			return true
 		}
 	}
@@ -115,11 +138,15 @@ func (d *Detector) traffic(now time.Time) bool {
 	return busy
 }
 
-// trafficRecent reports whether a reading within trafficHold saw traffic.
+// trafficRecent reports whether a reading within trafficHold saw traffic,
+// or a wake-up came within wakeHold.
 func (d *Detector) trafficRecent(now time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return !d.trafficAt.IsZero() && now.Sub(d.trafficAt) < trafficHold && !now.Before(d.trafficAt)
+	within := func(at time.Time, hold time.Duration) bool {
+		return !at.IsZero() && now.Sub(at) < hold && !now.Before(at)
+	}
+	return within(d.trafficAt, trafficHold) || within(d.wokeAt, wakeHold)
 }
 
 // Activity is Options.Activity for the proxy: the TCP connections its

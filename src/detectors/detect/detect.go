@@ -151,7 +151,13 @@ type Options struct {
 	// moves instead of waiting out Interval. nil: the Sampler's own
 	// Activity if it has one (ProxySampler), else Interval only.
 	Activity func() (uint64, error)
-	Clock    clock.Clock
+	// Wake, if set, receives when LAN traffic starts (KernelWake: the
+	// firewall's lan-wake NFLOG rule, at most a few a second); Run then
+	// samples waitingAfter later and looks at Activity for a while
+	// (activity.go). A closed channel is a subscription that ended: Run
+	// goes on without it.
+	Wake  <-chan struct{}
+	Clock clock.Clock
 }
 
 // FromConfig fills the timing and threshold from the config's detector
@@ -187,6 +193,8 @@ type Detector struct {
 	activityAt  time.Time     // when it was taken
 	activityOK  bool
 	trafficAt   time.Time // last reading that saw LAN traffic
+	wokeAt      time.Time // last Wake
+	wake        <-chan struct{}
 	silentFired time.Time // last firing that silent flows alone would have caused
 	silentWhy   string
 }
@@ -212,15 +220,16 @@ func New(o Options) (*Detector, error) {
 	if a, ok := o.Sampler.(interface{ Activity() (uint64, error) }); ok && o.Activity == nil {
 		o.Activity = a.Activity
 	}
-	return &Detector{o: o, st: Status{Threshold: o.Threshold}}, nil
+	return &Detector{o: o, st: Status{Threshold: o.Threshold}, wake: o.Wake}, nil
 }
 
 // Run samples every Interval until ctx ends; sooner while the proxy's
 // flows are waiting for an answer (nextInterval: at the moment enough of
 // them turn silent to fire, or quickInterval, a few times in a row), and
 // at once when LAN traffic has flowed since the last sample (waitActive,
-// Activity), so a black-hole is seen within a look of its start instead of
-// up to an Interval later, without polling faster on a quiet tunnel.
+// Activity) or waitingAfter after the kernel saw it start (Wake), so a
+// black-hole is seen within a look of its start instead of up to an
+// Interval later, without polling faster on a quiet tunnel.
 func (d *Detector) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.started = d.o.Clock.Now()

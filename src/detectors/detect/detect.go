@@ -192,10 +192,10 @@ type Detector struct {
 	activity    uint64        // last Activity reading (activity.go)
 	activityAt  time.Time     // when it was taken
 	activityOK  bool
-	trafficAt   time.Time // last reading that saw LAN traffic
-	wokeAt      time.Time // last Wake
-	wake        <-chan struct{}
-	silentFired time.Time // last firing that silent flows alone would have caused
+	trafficAt   time.Time       // last reading that saw LAN traffic
+	wokeAt      time.Time       // last Wake
+	wake        <-chan struct{} // Options.Wake, nil once closed; Run's goroutine only
+	silentFired time.Time       // last firing that silent flows alone would have caused
 	silentWhy   string
 }
 

@@ -153,9 +153,9 @@ type Options struct {
 	Activity func() (uint64, error)
 	// Wake, if set, receives when LAN traffic starts (KernelWake: the
 	// firewall's lan-wake NFLOG rule, at most a few a second); Run then
-	// samples waitingAfter later and looks at Activity for a while
-	// (activity.go). A closed channel is a subscription that ended: Run
-	// goes on without it.
+	// samples waitingAfter later, and once more when that sample's
+	// unanswered flows have waited waitingAfter (activity.go). A closed
+	// channel is a subscription that ended: Run goes on without it.
 	Wake  <-chan struct{}
 	Clock clock.Clock
 }
@@ -192,11 +192,14 @@ type Detector struct {
 	activity    uint64        // last Activity reading (activity.go)
 	activityAt  time.Time     // when it was taken
 	activityOK  bool
-	trafficAt   time.Time       // last reading that saw LAN traffic
-	wokeAt      time.Time       // last Wake
-	wake        <-chan struct{} // Options.Wake, nil once closed; Run's goroutine only
-	silentFired time.Time       // last firing that silent flows alone would have caused
+	trafficAt   time.Time // last reading that saw LAN traffic
+	silentFired time.Time // last firing that silent flows alone would have caused
 	silentWhy   string
+
+	// Kernel wake-ups (activity.go).
+	wake    <-chan struct{} // Options.Wake, nil once closed; Run's goroutine only
+	woken   bool            // the coming sample was brought forward by a wake-up
+	youngIn time.Duration   // from the last sample until its oldest unanswered flow waits waitingAfter (0: none)
 }
 
 // New checks o and fills defaults.
@@ -260,6 +263,7 @@ func (d *Detector) Tick(ctx context.Context) {
 	}
 	total, sick, silent := 0, 0, 0
 	var waits []time.Duration // how long each waiting flow has waited
+	var young time.Duration   // until the oldest unanswered flow not yet waiting is (0: none)
 	for _, c := range conns {
 		if s := Score(c); s > 0 {
 			total += s
@@ -270,6 +274,8 @@ func (d *Detector) Tick(ctx context.Context) {
 		}
 		if waitingFor(c, waitingAfter) {
 			waits = append(waits, c.LastDataSent)
+		} else if waitingFor(c, 0) && (young == 0 || waitingAfter-c.LastDataSent < young) {
+			young = waitingAfter - c.LastDataSent
 		}
 	}
 	silentOnly := silent*pointsPerSign >= d.o.Threshold
@@ -278,6 +284,7 @@ func (d *Detector) Tick(ctx context.Context) {
 	d.st.LastSample, d.st.Conns, d.st.Score = now, len(conns), total
 	d.waiting = len(waits)
 	d.crossIn = crossIn(waits, d.o.Threshold)
+	d.youngIn = young
 	fire := total >= d.o.Threshold && (d.st.LastFired.IsZero() || now.Sub(d.st.LastFired) >= d.o.Cooldown)
 	if fire {
 		d.st.LastFired = now

@@ -18,10 +18,10 @@ const LANWakeLogGroup = 7208
 // is full), so the detector is woken when the LAN's traffic starts, not an
 // Interval later; a flood logs at most lanWakeRate a second (plus the one
 // token), because the detector has nothing to do with more: a wake-up
-// makes it sample waitingAfter (300 ms) later and look at the proxy's
-// accepted connections every 250 ms for about a second, so a wake-up every
-// 500 ms keeps a busy LAN under watch and each one more would only wake
-// the process for nothing. A quiet tunnel (the router's own probes and
+// makes it sample waitingAfter (300 ms) later, and a busy LAN is looked at
+// every 250 ms by the detector itself (its accepted-connections counter),
+// so a wake-up every 500 ms keeps the sample at most 300 ms behind new
+// traffic and each one more would only wake the process for nothing. A quiet tunnel (the router's own probes and
 // checks are output, never prerouting) logs nothing.
 const (
 	lanWakeRate  = 2

@@ -109,14 +109,24 @@ func (d *Daemon) startDetectors(ctx context.Context, c *config.Config) error {
 				}
 				learner.Observe(ctx, dsts)
 			}
+			wake := d.lanWake(ctx, c)
+			if wake != nil {
+				o.Wake = wake.C()
+			}
+			release := func() {
+				sampler.Close()
+				if wake != nil {
+					wake.Close()
+				}
+			}
 			det, err := detect.New(o)
 			if err != nil {
-				sampler.Close()
+				release()
 				d.log.Error("Early detector disabled", "err", err)
 			} else {
 				s.det = det
 				d.goAux(ctx, "early detector", func(ctx context.Context) error {
-					defer sampler.Close()
+					defer release()
 					return det.Run(ctx)
 				})
 			}

@@ -301,7 +301,8 @@ func tproxyTable(s Spec, v6 bool) tableSpec {
 		// rather than letting it time out against a closed port.
 		rules = append(rules, r("tombstone").l4proto(unix.IPPROTO_TCP).rejectReset())
 	} else {
-		rules = append(rules, r("tproxy").l4proto(unix.IPPROTO_TCP).tproxy(lo, s.ProxyPort).setMark(MarkTunnel).accept())
+		rules = append(rules, lanWakeRule(fam), // wakes the early detector (lanwake.go)
+			r("tproxy").l4proto(unix.IPPROTO_TCP).tproxy(lo, s.ProxyPort).setMark(MarkTunnel).accept())
 	}
 	t.chains = []chainSpec{{name: "prerouting", typ: nftables.ChainTypeFilter, hook: hook(nftables.ChainHookPrerouting),
 		prio: PrioTProxy, policy: nftables.ChainPolicyAccept, rules: rules}}

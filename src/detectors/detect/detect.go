@@ -151,7 +151,13 @@ type Options struct {
 	// moves instead of waiting out Interval. nil: the Sampler's own
 	// Activity if it has one (ProxySampler), else Interval only.
 	Activity func() (uint64, error)
-	Clock    clock.Clock
+	// Wake, if set, receives when LAN traffic starts (KernelWake: the
+	// firewall's lan-wake NFLOG rule, at most a few a second); Run then
+	// samples waitingAfter later, and once more when that sample's
+	// unanswered flows have waited waitingAfter (activity.go). A closed
+	// channel is a subscription that ended: Run goes on without it.
+	Wake  <-chan struct{}
+	Clock clock.Clock
 }
 
 // FromConfig fills the timing and threshold from the config's detector
@@ -189,6 +195,11 @@ type Detector struct {
 	trafficAt   time.Time // last reading that saw LAN traffic
 	silentFired time.Time // last firing that silent flows alone would have caused
 	silentWhy   string
+
+	// Kernel wake-ups (activity.go).
+	wake    <-chan struct{} // Options.Wake, nil once closed; Run's goroutine only
+	woken   bool            // the coming sample was brought forward by a wake-up
+	youngIn time.Duration   // from the last sample until its oldest unanswered flow waits waitingAfter (0: none)
 }
 
 // New checks o and fills defaults.
@@ -212,15 +223,16 @@ func New(o Options) (*Detector, error) {
 	if a, ok := o.Sampler.(interface{ Activity() (uint64, error) }); ok && o.Activity == nil {
 		o.Activity = a.Activity
 	}
-	return &Detector{o: o, st: Status{Threshold: o.Threshold}}, nil
+	return &Detector{o: o, st: Status{Threshold: o.Threshold}, wake: o.Wake}, nil
 }
 
 // Run samples every Interval until ctx ends; sooner while the proxy's
 // flows are waiting for an answer (nextInterval: at the moment enough of
 // them turn silent to fire, or quickInterval, a few times in a row), and
 // at once when LAN traffic has flowed since the last sample (waitActive,
-// Activity), so a black-hole is seen within a look of its start instead of
-// up to an Interval later, without polling faster on a quiet tunnel.
+// Activity) or waitingAfter after the kernel saw it start (Wake), so a
+// black-hole is seen within a look of its start instead of up to an
+// Interval later, without polling faster on a quiet tunnel.
 func (d *Detector) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.started = d.o.Clock.Now()
@@ -251,6 +263,7 @@ func (d *Detector) Tick(ctx context.Context) {
 	}
 	total, sick, silent := 0, 0, 0
 	var waits []time.Duration // how long each waiting flow has waited
+	var young time.Duration   // until the oldest unanswered flow not yet waiting is (0: none)
 	for _, c := range conns {
 		if s := Score(c); s > 0 {
 			total += s
@@ -261,6 +274,8 @@ func (d *Detector) Tick(ctx context.Context) {
 		}
 		if waitingFor(c, waitingAfter) {
 			waits = append(waits, c.LastDataSent)
+		} else if waitingFor(c, 0) && (young == 0 || waitingAfter-c.LastDataSent < young) {
+			young = waitingAfter - c.LastDataSent
 		}
 	}
 	silentOnly := silent*pointsPerSign >= d.o.Threshold
@@ -269,6 +284,7 @@ func (d *Detector) Tick(ctx context.Context) {
 	d.st.LastSample, d.st.Conns, d.st.Score = now, len(conns), total
 	d.waiting = len(waits)
 	d.crossIn = crossIn(waits, d.o.Threshold)
+	d.youngIn = young
 	fire := total >= d.o.Threshold && (d.st.LastFired.IsZero() || now.Sub(d.st.LastFired) >= d.o.Cooldown)
 	if fire {
 		d.st.LastFired = now

@@ -80,7 +80,9 @@ func (d *Detector) Evidence(now time.Time) (string, bool) {
 	return d.silentWhy, true
 }
 
-// nextInterval is the wait before the next sample: Interval, or, while
+// nextInterval is the wait before the next sample: Interval, or, after a
+// wake-up's sample that saw flows not yet waiting, the moment the oldest
+// of them will be (youngIn); or, while
 // flows are waiting for an answer and fewer than maxQuick quick samples
 // came in a row, quickInterval — or sooner, at the moment enough of the
 // waiting flows will have been silent for silentAfter to fire (crossIn):
@@ -88,6 +90,13 @@ func (d *Detector) Evidence(now time.Time) (string, bool) {
 func (d *Detector) nextInterval() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	woken := d.woken
+	d.woken = false
+	if woken && d.waiting == 0 && d.youngIn > 0 && d.youngIn < d.o.Interval {
+		// The wake-up's sample came before the new flows had waited
+		// waitingAfter (activity.go): once more when the oldest has.
+		return max(d.youngIn+crossMargin, minQuick)
+	}
 	if d.waiting > 0 && d.quick < maxQuick && quickInterval < d.o.Interval {
 		d.quick++
 		q := quickInterval

@@ -67,6 +67,9 @@ type ChaosOptions struct {
 	// procd, fw4, netifd and logd instead of the lab's stand-ins. Its
 	// NoInstall is ignored: the run installs the packages itself.
 	OpenWrt *OpenWrt
+	// KeepLog, if set, is a file the daemon's whole log is copied to
+	// before the lab is torn down: what a broken invariant is read from.
+	KeepLog string
 }
 
 // ChaosFaultEvent is one change in the run's timeline.
@@ -276,6 +279,11 @@ func RunChaos(ctx context.Context, o ChaosOptions) (res *ChaosResult, err error)
 		if mounted {
 			if uerr := unmountRunTmpfs(runDir); uerr != nil {
 				res.Leftovers = append(res.Leftovers, uerr.Error())
+			}
+		}
+		if o.KeepLog != "" {
+			if werr := os.WriteFile(o.KeepLog, []byte(l.DaemonLog()), 0o644); werr != nil {
+				res.Notes = append(res.Notes, "daemon log not kept: "+werr.Error())
 			}
 		}
 		if cerr := l.Close(); cerr != nil {

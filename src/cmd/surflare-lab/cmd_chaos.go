@@ -29,11 +29,12 @@ func runChaos(ctx context.Context, args []string) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	verbose := fs.Bool("v", false, "log lab progress to stderr")
 	openwrt := fs.Bool("openwrt", false, openwrtUsage+"; procd, fw4, netifd and logd run the daemon and take the faults (src/lab/chaos_box.go)")
+	keepLog := fs.String("keep-log", "", "copy the daemon's whole log to this file before teardown (to read a broken invariant)")
 	var sets setFlags
 	fs.Var(&sets, "set", "daemon config override surflare.SECTION.OPTION=VALUE (repeatable; after the chaos run's own)")
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "Usage: surflare-lab chaos --duration D --seed N [--budget D] [--json] [--openwrt] [--set surflare.S.O=V]...\n\n")
+		fmt.Fprintf(w, "Usage: surflare-lab chaos --duration D --seed N [--budget D] [--json] [--openwrt] [--keep-log FILE] [--set surflare.S.O=V]...\n\n")
 		fmt.Fprintf(w, "Brings up a lab, runs the daemon under a supervisor with procd's respawn rules (threshold %s,\n", lab.ProcdRespawnThreshold)
 		fmt.Fprintf(w, "timeout %s, retry %d), keeps LAN traffic going (HTTP, a kept-alive stream, DNS, UDP, IPv6) and\n", lab.ProcdRespawnTimeout, lab.ProcdRespawnRetry)
 		fmt.Fprintf(w, "throws bursts of overlapping faults drawn from the whole catalogue. Checks leaks, recovery,\n")
@@ -58,7 +59,7 @@ func runChaos(ctx context.Context, args []string) int {
 	if *verbose {
 		logger = slog.Default()
 	}
-	o := lab.ChaosOptions{Duration: *duration, Seed: *seed, Budget: *budget, Log: logger, Progress: os.Stderr, OpenWrt: openwrtOption(*openwrt)}
+	o := lab.ChaosOptions{Duration: *duration, Seed: *seed, Budget: *budget, Log: logger, Progress: os.Stderr, OpenWrt: openwrtOption(*openwrt), KeepLog: *keepLog}
 	if len(sets) > 0 {
 		o.Sets = append(lab.ChaosSets(), sets...)
 	}

@@ -148,7 +148,10 @@
 //   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
 //     never starts a cooldown and never resets a cycle: it only delays the
 //     next automatic attempt until the window has room. User commands are
-//     neither rate limited nor counted: the budget is the engine's own.
+//     neither rate limited nor counted: the budget is the engine's own. The
+//     WAN's return (hotplug ifup, the preflight's WAN blocker clearing)
+//     empties the window (wanBackLocked): attempts around an outage say
+//     nothing about the tunnel, and must not hold back the next recovery.
 //     A user's switch away from a working tunnel that fails on the new
 //     node goes back to the old node at once instead of cascading, and an
 //     unknown node name changes nothing (useraction.go).

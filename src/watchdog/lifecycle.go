@@ -304,6 +304,7 @@ func (w *Watchdog) WANUp(ctx context.Context) error {
 		}
 		w.f.wanDown = false
 		w.logLocked(slog.LevelInfo, "WAN up: resuming")
+		w.wanBackLocked()
 		if !w.f.diag && !w.f.probing {
 			w.resumeLocked()
 		}

@@ -129,6 +129,9 @@ func (w *Watchdog) applyPreflightLocked(r preflight.Report) {
 		w.logLocked(slog.LevelError, "Not connecting: "+r.Why(), "check", b.Check, "detail", b.Detail)
 	case !blocked && old.blocked():
 		w.logLocked(slog.LevelInfo, "Preflight clear: "+old.blocker.Check+" fixed; connecting")
+		if old.blocker.Check == preflight.CheckWAN {
+			w.wanBackLocked()
+		}
 	}
 	if next.openSetup != old.openSetup {
 		w.setOpenSetupLocked(next)

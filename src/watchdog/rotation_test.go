@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"surflare-watchdog/src/preflight"
 	"surflare-watchdog/src/surflare"
 )
 
@@ -262,4 +264,70 @@ func TestReconnectRateLimit(t *testing.T) {
 		h.requireState(StateHealthy)
 		h.stop()
 	})
+}
+
+// The WAN's return gives the engine a fresh reconnect budget: the attempts
+// before an outage must not hold back the recovery after it (the chaos
+// run at shipped timings: a proxy crash right after a WAN outage waited
+// 8 min 43 s for the window). Without a WAN outage the limit holds as in
+// TestReconnectRateLimit.
+func TestReconnectBudgetFreshAfterWANReturns(t *testing.T) {
+	for _, via := range []string{"hotplug", "preflight"} {
+		t.Run(via, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				wd := newWorld()
+				s := testSettings(t)
+				// Full when the crash after the WAN's return comes: the
+				// preflight's way spends one attempt on the connect after
+				// "Preflight clear".
+				s.ReconnectLimit = map[string]int{"hotplug": 3, "preflight": 4}[via]
+				pf := &fakePreflight{}
+				h := start(t, s, wd, withPreflight(pf)) // attempt 1 at t=0
+				for range 2 {                           // two proxy crashes: attempts 2 and 3
+					h.advance(time.Minute)
+					wd.set(func(w *world) { w.proxyDown = true })
+					h.advance(31 * time.Second)
+				}
+				if n := len(h.connects()); n != 3 {
+					t.Fatalf("%d connects, want 3", n)
+				}
+				h.advance(time.Minute)
+				switch via {
+				case "hotplug":
+					if err := h.w.WANDown(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					h.advance(20 * time.Second)
+					if err := h.w.WANUp(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				case "preflight":
+					// The blocker matters once the engine wants to connect:
+					// the proxy crashes while the WAN is gone.
+					pf.set(&preflight.Finding{Check: preflight.CheckWAN, Severity: preflight.Blocker, Why: "The router has no Internet connection", Fix: "check the modem"})
+					h.advance(s.CheckInterval + 5*time.Second)
+					wd.set(func(w *world) { w.proxyDown = true })
+					h.advance(31 * time.Second)
+					if n := len(h.connects()); n != 3 {
+						t.Fatalf("%d connects while the WAN is gone, want 3 (not connecting)", n)
+					}
+					pf.set(nil)
+					h.advance(s.CheckInterval + 5*time.Second)
+				}
+				h.requireState(StateHealthy)
+				before := len(h.connects())
+				wd.set(func(w *world) { w.proxyDown = true })
+				h.advance(31 * time.Second)
+				if n := len(h.connects()); n != before+1 {
+					t.Errorf("%d connects after the crash that followed the WAN's return, want %d: held back by the budget the outage's attempts used:\n%s",
+						n, before+1, strings.Join(h.logs(), "\n"))
+				}
+				if h.logged("Reconnect rate limit") != 0 {
+					t.Errorf("rate limited after the WAN came back:\n%s", strings.Join(h.logs(), "\n"))
+				}
+				h.requireState(StateHealthy)
+				h.stop()
+			})
+		})
+	}
 }

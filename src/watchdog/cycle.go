@@ -154,6 +154,7 @@ func (w *Watchdog) onCheckLocked(e checkDone) {
 			w.logLocked(slog.LevelInfo, fmt.Sprintf("VPN recovered on %s after %d failed checks", w.node, w.f.consecutiveFails))
 		}
 		w.markHealthyLocked()
+		w.refundAttemptLocked(now)
 		w.nextCheckAt = now.Add(w.s.CheckInterval)
 		w.maybeRefreshLocked()
 		w.updateLocked("check " + string(r.Outcome))

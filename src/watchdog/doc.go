@@ -148,7 +148,11 @@
 //   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
 //     never starts a cooldown and never resets a cycle: it only delays the
 //     next automatic attempt until the window has room. User commands are
-//     neither rate limited nor counted: the budget is the engine's own. The
+//     neither rate limited nor counted: the budget is the engine's own. A
+//     connect whose tunnel then passes a check CheckInterval or more after
+//     it started leaves the window (refundAttemptLocked): the limit holds
+//     back loops of attempts that give no lasting tunnel, not recoveries
+//     that worked. The
 //     WAN's return (hotplug ifup, the preflight's WAN blocker clearing)
 //     empties the window (wanBackLocked): attempts around an outage say
 //     nothing about the tunnel, and must not hold back the next recovery.

@@ -237,17 +237,19 @@ func TestReconnectRateLimit(t *testing.T) {
 		s := testSettings(t)
 		s.ReconnectLimit = 3
 		h := start(t, s, wd) // attempt 1 at t=0
-		for range 2 {        // two proxy crashes: attempts 2 and 3
-			h.advance(time.Minute)
+		// A crash loop: the proxy dies each time before its tunnel passes
+		// a check, so every attempt stays counted (refundAttemptLocked).
+		for range 2 { // attempts 2 and 3
+			h.advance(5 * time.Second)
 			wd.set(func(w *world) { w.proxyDown = true })
 			h.advance(31 * time.Second)
 		}
 		if n := len(h.connects()); n != 3 {
 			t.Fatalf("%d connects, want 3", n)
 		}
-		h.advance(time.Minute)
+		h.advance(5 * time.Second)
 		wd.set(func(w *world) { w.proxyDown = true })
-		h.advance(31 * time.Second) // t ≈ 4.6 min: the window (10 min) is full
+		h.advance(31 * time.Second) // t ≈ 2 min: the window (10 min) is full
 		if n := len(h.connects()); n != 3 {
 			t.Errorf("%d connects, want the 4th held back", n)
 		}
@@ -257,7 +259,7 @@ func TestReconnectRateLimit(t *testing.T) {
 		if st := h.w.Status(); st.Conditions.RateLimitedUntil == nil || st.Counters.Storms != 0 {
 			t.Errorf("signals %+v storms %d", st.Conditions, st.Counters.Storms)
 		}
-		h.advance(6 * time.Minute) // the first attempt leaves the window at t=10 min
+		h.advance(9 * time.Minute) // the first attempt leaves the window at t=10 min
 		if n := len(h.connects()); n != 4 {
 			t.Errorf("%d connects after the window, want 4", n)
 		}
@@ -330,4 +332,31 @@ func TestReconnectBudgetFreshAfterWANReturns(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A connect whose tunnel then passed a check was no part of a storm: its
+// attempt leaves the window (refundAttemptLocked). Four proxy crashes a
+// minute apart, each after its tunnel worked, all reconnect at once with a
+// budget of 3; the chaos run at shipped timings had the LAN without a
+// tunnel for 5-9 min after six such recoveries in ten minutes.
+func TestReconnectBudgetRefundsTunnelsThatWorked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 3
+		h := start(t, s, wd) // attempt 1 at t=0
+		for i := range 4 {
+			h.advance(time.Minute) // the tunnel passes its checks
+			wd.set(func(w *world) { w.proxyDown = true })
+			h.advance(31 * time.Second)
+			if n := len(h.connects()); n != i+2 {
+				t.Fatalf("crash %d: %d connects, want %d (held back by tunnels that had worked):\n%s", i+1, n, i+2, strings.Join(h.logs(), "\n"))
+			}
+			h.requireState(StateHealthy)
+		}
+		if h.logged("Reconnect rate limit") != 0 {
+			t.Errorf("rate limited:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		h.stop()
+	})
 }

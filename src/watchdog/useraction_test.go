@@ -156,10 +156,12 @@ func TestUserActionsLeaveTheAutomaticBudget(t *testing.T) {
 		if n := len(h.connects()); n != 6 {
 			t.Fatalf("%d connects, want 6", n)
 		}
-		// Two proxy crashes: the engine's attempts 2 and 3, within its
-		// budget of 3 per window however often the user rotated.
+		// Two proxy crashes, each before its tunnel passed a check (so
+		// its attempt stays counted, refundAttemptLocked): the engine's
+		// attempts 2 and 3, within its budget of 3 per window however
+		// often the user rotated.
 		for range 2 {
-			h.advance(time.Minute)
+			h.advance(5 * time.Second)
 			wd.set(func(w *world) { w.proxyDown = true })
 			h.advance(31 * time.Second)
 		}
@@ -168,7 +170,7 @@ func TestUserActionsLeaveTheAutomaticBudget(t *testing.T) {
 		}
 		h.requireState(StateHealthy)
 		// The engine's own fourth attempt in the window is still held back.
-		h.advance(time.Minute)
+		h.advance(5 * time.Second)
 		wd.set(func(w *world) { w.proxyDown = true })
 		h.advance(31 * time.Second)
 		if n := len(h.connects()); n != 8 || h.logged("Reconnect rate limit: 3 attempts") != 1 {

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultBin is where the vendor package installs its CLI.
@@ -234,16 +236,45 @@ func (l *limitedBuffer) String() string {
 	return l.b.String()
 }
 
-// contains reports whether out contains any pattern, ignoring case.
+// contains reports whether out contains any pattern, ignoring case, as a
+// whole word: where a pattern begins or ends with a letter or digit, the
+// text beside the match must not continue the word. The vendor's "429" must
+// not match the ephemeral port in "read tcp 127.0.0.1:42922->…": that would
+// call a retryable network error a fatal login failure and stop the retries.
 func contains(out string, patterns []string) (string, bool) {
 	lo := strings.ToLower(out)
 	for _, p := range patterns {
-		if p != "" && strings.Contains(lo, strings.ToLower(p)) {
+		if p != "" && containsWord(lo, strings.ToLower(p)) {
 			return p, true
 		}
 	}
 	return "", false
 }
+
+// containsWord finds p in s at a word boundary (see contains).
+func containsWord(s, p string) bool {
+	for from := 0; from <= len(s)-len(p); {
+		i := strings.Index(s[from:], p)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(p)
+		before, _ := utf8.DecodeLastRuneInString(s[:i])
+		after, _ := utf8.DecodeRuneInString(s[end:])
+		first, _ := utf8.DecodeRuneInString(p)
+		last, _ := utf8.DecodeLastRuneInString(p)
+		if !(wordRune(first) && i > 0 && wordRune(before)) &&
+			!(wordRune(last) && end < len(s) && wordRune(after)) {
+			return true
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		from = i + size
+	}
+	return false
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
 
 // brief shortens CLI output for an error message: last non-empty line.
 func brief(out string) string {

@@ -239,3 +239,47 @@ func TestNodes(t *testing.T) {
 		t.Error("failing nodes accepted")
 	}
 }
+
+// TestPatternsMatchWholeWords: a pattern is a word or phrase of the vendor's
+// output, not any run of characters. CI once saw the rate-limit pattern
+// "429" inside an ephemeral port of a network error ("127.0.0.1:42922"),
+// which would have ended the login retries on a fault that retrying fixes.
+func TestPatternsMatchWholeWords(t *testing.T) {
+	pats := DefaultPatterns().FatalLogin
+	for out, want := range map[string]string{
+		`✘ Login failed — network error: Post "http://127.142.226.40:18080/v1/login": read tcp 127.0.0.1:42922->127.142.226.40:18080: read: connection reset by peer`: "",
+		"dial tcp 10.4.29.1:4290: i/o timeout":              "",
+		"✘ Login failed — Too Many Requests (429)":          "Too Many Requests",
+		"✘ Login failed: HTTP 429":                          "429",
+		"error 429: slow down":                              "429",
+		"✘ invalid username/password.":                      "invalid username/password",
+		"Device limit reached (5/5)":                        "Device limit",
+		"DEVICE LIMIT":                                      "Device limit",
+		"✘ Subscription expired, renew at surflare.example": "Subscription expired",
+	} {
+		got, _ := contains(out, pats)
+		if got != want {
+			t.Errorf("contains(%q) = %q, want %q", out, got, want)
+		}
+	}
+	// A pattern's own punctuation needs no boundary, and words inside
+	// other words do not match.
+	for _, c := range []struct {
+		out, pat string
+		want     bool
+	}{
+		{"state: connected", "state: connected", true},
+		{"state: disconnected", "connected", false},
+		{"(not logged in)", "not logged in", true},
+		{"x:429", ":429", true},
+		{"x:4290", ":429", false},
+		{"aé429", "429", false},
+		{"", "429", false},
+		{"429", "429", true},
+		{"4429 429", "429", true},
+	} {
+		if got := containsWord(strings.ToLower(c.out), strings.ToLower(c.pat)); got != c.want {
+			t.Errorf("containsWord(%q, %q) = %v, want %v", c.out, c.pat, got, c.want)
+		}
+	}
+}

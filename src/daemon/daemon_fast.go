@@ -164,14 +164,25 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	}
 
 	if sw.CountersOn() {
-		cw, err := fastsignal.NewCounterWatch(fastsignal.CounterOptions{
-			Read: d.readFastCounters, Watch: detectors.CounterRule, Trigger: trig,
-		})
+		o := fastsignal.CounterOptions{Read: d.readFastCounters, Watch: detectors.CounterRule, Trigger: trig}
+		wake := d.counterWake(ctx) // daemon_counterwake.go
+		if wake != nil {
+			o.Wake = wake.C()
+		}
+		cw, err := fastsignal.NewCounterWatch(o)
 		if err != nil {
+			if wake != nil {
+				wake.Close()
+			}
 			d.log.Error("Counter watch disabled", "err", err)
 		} else {
 			f.counters = cw
-			d.goAux(ctx, "counter watch", cw.Run)
+			d.goAux(ctx, "counter watch", func(ctx context.Context) error {
+				if wake != nil {
+					defer wake.Close()
+				}
+				return cw.Run(ctx)
+			})
 		}
 	}
 }

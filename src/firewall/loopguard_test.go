@@ -3,6 +3,7 @@ package firewall
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -201,7 +202,7 @@ func TestLoopGuardEventsOnlyForAFloodOfTunnelConnections(t *testing.T) {
 	if _, err := newFW(ns).Apply(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if out := ns.nft("list", "chain", "inet", TableKillSwitch, "output"); strings.Contains(out, "log group") {
+	if out := ns.nft("list", "chain", "inet", TableKillSwitch, "output"); strings.Contains(out, fmt.Sprintf("log group %d", LoopGuardLogGroup)) {
 		t.Errorf("guard off, the wake-up rule is still there:\n%s", out)
 	}
 }

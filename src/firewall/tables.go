@@ -185,6 +185,9 @@ func killSwitchTable(s Spec) tableSpec {
 	}
 	judgedOut = append(judgedOut, r("out-domestic").addrLookup(false, false, SetDomestic).accept())
 	out = append(out, judgedOut...)
+	// Everything still here is refused and counted below (direct_blocked,
+	// blocked_out): wake the counter signal first (counterwake.go).
+	out = append(out, counterWakeRule(famInet, "out-counter-wake"))
 	out = append(out, directRejects(s)...) // strict.go
 	out = append(out, r("out-blocked").counterNamed(CounterBlockedOut).drop())
 	if s.narrowsDirect() {
@@ -350,7 +353,7 @@ func moatTable(s Spec) tableSpec {
 		in = append(in,
 			r("synack-in").addrLookup(v6, true, set).tcpFlags(tcpSYN|tcpACK, tcpSYN|tcpACK).counterNamed(CounterSynAckIn).done(),
 			r("syn-in").addrLookup(v6, true, set).tcpFlags(tcpSYN|tcpACK, tcpSYN).counterNamed(CounterSynIn).done(),
-			r("rst-in").addrLookup(v6, true, set).tcpFlags(tcpRST, tcpRST).counterNamed(CounterRstIn).done(),
+			counterWake(r("rst-in").addrLookup(v6, true, set).tcpFlags(tcpRST, tcpRST).counterNamed(CounterRstIn)).done(), // counterwake.go
 			r("fin-in").addrLookup(v6, true, set).tcpFlags(tcpFIN, tcpFIN).counterNamed(CounterFinIn).done(),
 		)
 	}

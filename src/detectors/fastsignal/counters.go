@@ -61,6 +61,12 @@ type CounterOptions struct {
 	BurstMemory time.Duration
 	TriggerGap  time.Duration
 	Clock       clock.Clock
+	// Wake, if set, receives when the kernel logs a packet that a watched
+	// counter counts (firewall.CounterWakeLogGroup, through an NFLOG
+	// subscription): Run then reads only while the counters move and
+	// sleeps on a quiet tunnel (counterwake.go). A closed channel is a
+	// subscription that ended: Run polls every Interval from then on.
+	Wake <-chan struct{}
 }
 
 // Rule is how one counter is judged.
@@ -98,6 +104,11 @@ type CounterWatch struct {
 	lastFired time.Time
 	errLogged bool
 	reads     int // successful reads so far
+
+	// Wake-up mode (counterwake.go).
+	lastRead time.Time // last committed read
+	moved    bool      // a watched counter moved at the last committed read
+	slept    bool      // Run slept on wake-ups since the last committed read: every watched counter stood still
 }
 
 type sample struct {
@@ -134,8 +145,12 @@ func NewCounterWatch(o CounterOptions) (*CounterWatch, error) {
 	return &CounterWatch{o: o, last: map[string]uint64{}, hist: map[string][]sample{}}, nil
 }
 
-// Run polls every Interval until ctx ends.
+// Run reads every Interval until ctx ends; with Options.Wake, only while
+// the watched counters move (counterwake.go).
 func (w *CounterWatch) Run(ctx context.Context) error {
+	if w.o.Wake != nil {
+		return w.runWoken(ctx)
+	}
 	for {
 		w.Tick(ctx)
 		select {
@@ -147,7 +162,13 @@ func (w *CounterWatch) Run(ctx context.Context) error {
 }
 
 // Tick reads the counters once and triggers a check on a jump.
-func (w *CounterWatch) Tick(ctx context.Context) {
+func (w *CounterWatch) Tick(ctx context.Context) { w.tick(ctx, false) }
+
+// tick is Tick. A peek (counterwake.go) judges the deltas since the last
+// read but keeps them only when one is a jump; otherwise it leaves no
+// trace, so the next read's deltas still span a whole interval. ok is
+// false when the read failed.
+func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok bool) {
 	cs, err := w.o.Read(ctx)
 	now := w.o.Clock.Now()
 	w.mu.Lock()
@@ -158,20 +179,29 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 		if first {
 			log().Warn("counter watch: reading counters failed; retrying quietly", "err", err)
 		}
-		return
+		return false
 	}
 	w.errLogged = false
+	type update struct {
+		name  string
+		v     uint64
+		fresh bool
+		hist  []sample
+	}
 	var jumps []string
+	var found []Jump
+	var ups []update
+	moved := false
 	for name, v := range cs {
 		rule, ok := w.o.Watch(name)
 		if !ok {
 			continue
 		}
 		prev, seen := w.last[name]
-		w.last[name] = v
-		fresh := false // a counter that started at 0 since the last read
+		u := update{name: name, v: v}
 		switch {
 		case !seen && w.reads == 0:
+			ups = append(ups, u)
 			continue // the first read: only a starting point
 		case !seen || v < prev:
 			// A counter that appeared later (its rule was added: strict
@@ -179,11 +209,17 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 			// table was re-made) counted from 0 meanwhile. Its packets are
 			// all new, and there is no rate to learn: judge it against 0,
 			// or a burst that begins with it would become its own baseline.
-			prev, fresh = 0, true
-			delete(w.hist, name)
+			prev, u.fresh = 0, true
 		}
 		d := v - prev
-		h := w.hist[name]
+		moved = moved || d > 0
+		var h []sample
+		if !u.fresh {
+			h = w.hist[name]
+			if w.slept {
+				h = w.quietDeltas(h, now)
+			}
+		}
 		for len(h) > 0 && now.Sub(h[0].at) > w.o.Baseline {
 			h = h[1:]
 		}
@@ -195,18 +231,33 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 		if len(h) > 0 {
 			avg = sum / uint64(len(h))
 		}
-		w.hist[name] = append(h, sample{at: now, delta: d})
 		// Judge a counter known from the start only against a known rate:
 		// its first deltas only build the history.
-		jump := (fresh || len(h) >= minHistory) && d >= w.o.MinJump && d > w.o.JumpFactor*avg
+		jump := (u.fresh || len(h) >= minHistory) && d >= w.o.MinJump && d > w.o.JumpFactor*avg
 		if rule.AnyRise && !alwaysRose(h) {
 			jump = d >= w.o.MinJump
 		}
+		u.hist = append(h, sample{at: now, delta: d})
+		ups = append(ups, u)
 		if jump {
-			w.jumps = append(w.jumps, Jump{At: now, Name: name, Delta: d})
+			found = append(found, Jump{At: now, Name: name, Delta: d})
 			jumps = append(jumps, fmt.Sprintf("%s +%d (%s)", name, d, rule.Meaning))
 		}
 	}
+	if peek && len(jumps) == 0 {
+		w.mu.Unlock()
+		return true
+	}
+	for _, u := range ups {
+		w.last[u.name] = u.v
+		if u.hist != nil {
+			w.hist[u.name] = u.hist
+		} else {
+			delete(w.hist, u.name)
+		}
+	}
+	w.jumps = append(w.jumps, found...)
+	w.lastRead, w.moved, w.slept = now, moved, false
 	w.reads++
 	for len(w.jumps) > 0 && now.Sub(w.jumps[0].At) > w.o.BurstMemory {
 		w.jumps = w.jumps[1:]
@@ -220,6 +271,7 @@ func (w *CounterWatch) Tick(ctx context.Context) {
 		sort.Strings(jumps)
 		w.o.Trigger("COUNTER_JUMP: " + strings.Join(jumps, ", ") + " in " + w.o.Interval.String())
 	}
+	return true
 }
 
 // alwaysRose: the last steadyDeltas deltas all moved.

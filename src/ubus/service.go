@@ -1,6 +1,7 @@
 package ubus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ type Service struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Log defaults to slog.Default() with subsystem=ubus.
 	Log *slog.Logger
+	// SocketSafety: once the backoff has reached MaxBackoff, a real wait
+	// (Sleep nil) ends when ubusd creates its socket, or after this long
+	// at the latest (DefaultSocketSafety when 0; socketwait.go).
+	SocketSafety time.Duration
 
 	mu   sync.Mutex
 	conn *Conn
@@ -74,7 +79,14 @@ func (s *Service) Run(ctx context.Context) error {
 		} else {
 			failures, backoff = 0, minB
 		}
-		if sleep(ctx, backoff) != nil {
+		wait := sleep
+		if s.Sleep == nil && failures > 0 && backoff >= maxB {
+			// A long outage, or no ubusd at all: wait for its socket.
+			wait = func(ctx context.Context, d time.Duration) error {
+				return waitSocket(ctx, s.socket(), d, cmp.Or(s.SocketSafety, DefaultSocketSafety))
+			}
+		}
+		if wait(ctx, backoff) != nil {
 			break
 		}
 		if failures > 0 {
@@ -130,6 +142,9 @@ func (s *Service) connect(ctx context.Context) (*Conn, error) {
 	}
 	return c, nil
 }
+
+// socket is Socket or DefaultSocket.
+func (s *Service) socket() string { return cmp.Or(s.Socket, DefaultSocket) }
 
 func (s *Service) setConn(c *Conn) {
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"sync"
 	"time"
 )
@@ -61,6 +62,9 @@ var errNoTunnelTarget = errors.New("no tunnel probe target configured")
 // is about the exit's answer, not about reaching it. err is set when no
 // answer came (then status is 0). The probe timeout and ctx bound it.
 func (c *Checker) TunnelStatus(ctx context.Context, url string) (status int, err error) {
+	if u, err := neturl.Parse(url); err == nil && u.Scheme == "http" && u.Host != "" && c.deps.Tunnel != nil {
+		return statusGET(ctx, c.deps.Tunnel, u, c.probeTimeout(ctx)) // status.go
+	}
 	r := c.probe(ctx, PathTunnel, Target{Name: "storm503", Kind: KindSearch, URL: url})
 	if r.Status != 0 {
 		return r.Status, nil

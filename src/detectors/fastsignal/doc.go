@@ -15,9 +15,10 @@
 //     least two of the node's pairs, while most other nodes via the same
 //     transit are clean (so a dead relay or uplink is not blamed on the
 //     node).
-//   - CounterWatch polls named packet counters (the kill switch's drops,
+//   - CounterWatch reads named packet counters (the kill switch's drops,
 //     the moat's RSTs from relays) and reports a jump: a delta well above
-//     the counter's own recent rate.
+//     the counter's own recent rate. With the firewall's counter wake-up
+//     (NFLOG) it reads only while they move (counterwake.go).
 //   - Evidence combines LogWatch and CounterWatch into the engine's
 //     corroboration (watchdog.Corroborator).
 //

@@ -165,10 +165,10 @@ func (w *CounterWatch) Run(ctx context.Context) error {
 func (w *CounterWatch) Tick(ctx context.Context) { w.tick(ctx, false) }
 
 // tick is Tick. A peek (counterwake.go) judges the deltas since the last
-// read but keeps them only when one is a jump; otherwise it leaves no
-// trace, so the next read's deltas still span a whole interval. ok is
-// false when the read failed.
-func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok bool) {
+// read but keeps them only when one is a jump (kept true); otherwise it
+// leaves no trace, so the next read's deltas still span a whole interval.
+// ok is false when the read failed.
+func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok, kept bool) {
 	cs, err := w.o.Read(ctx)
 	now := w.o.Clock.Now()
 	w.mu.Lock()
@@ -179,7 +179,7 @@ func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok bool) {
 		if first {
 			log().Warn("counter watch: reading counters failed; retrying quietly", "err", err)
 		}
-		return false
+		return false, false
 	}
 	w.errLogged = false
 	type update struct {
@@ -246,7 +246,7 @@ func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok bool) {
 	}
 	if peek && len(jumps) == 0 {
 		w.mu.Unlock()
-		return true
+		return true, false
 	}
 	for _, u := range ups {
 		w.last[u.name] = u.v
@@ -271,7 +271,7 @@ func (w *CounterWatch) tick(ctx context.Context, peek bool) (ok bool) {
 		sort.Strings(jumps)
 		w.o.Trigger("COUNTER_JUMP: " + strings.Join(jumps, ", ") + " in " + w.o.Interval.String())
 	}
-	return true
+	return true, true
 }
 
 // alwaysRose: the last steadyDeltas deltas all moved.

@@ -16,10 +16,14 @@ import (
 //
 //   - sleeps, reading nothing, after a read that saw no watched counter
 //     move and no wake-up since the read before;
-//   - on a wake-up, peeks wakePeek later (a sharp burst, such as injected
-//     RSTs, is judged then, sooner than the next poll would have), and
-//     reads Interval after the wake-up: that delta spans the same second
-//     a poll's would, so what is a jump is unchanged;
+//   - on a wake-up, peeks wakePeek later and then every peekEvery (a
+//     burst is judged as soon as its packets make a jump, sooner than a
+//     poll at a random phase would: a sharp one such as injected RSTs at
+//     the first peek, strict direct's refusals of a proxy gone direct a
+//     few hundred ms in), and reads Interval after the wake-up: that
+//     delta spans the same second a poll's would, so what is a jump is
+//     unchanged, and a peek's delta, part of that second, is never a jump
+//     the read would not have seen;
 //   - reads every Interval from then on while the counters move or
 //     wake-ups come, as before.
 //
@@ -29,7 +33,10 @@ import (
 // counts. A jump is thus judged against the same history a poll every
 // Interval would have built, and a burst after a long quiet spell is
 // judged at once instead of after minHistory new reads.
-const wakePeek = 150 * time.Millisecond
+const (
+	wakePeek  = 150 * time.Millisecond
+	peekEvery = 250 * time.Millisecond
+)
 
 // runWoken is Run with Options.Wake.
 func (w *CounterWatch) runWoken(ctx context.Context) error {
@@ -54,11 +61,16 @@ func (w *CounterWatch) runWoken(ctx context.Context) error {
 					continue
 				}
 			}
+			// Peeks only follow a wake-up: a quiet tunnel costs none.
 			at := w.o.Clock.Now()
-			if !w.sleep(ctx, wakePeek) {
-				return nil
+			for p := wakePeek; p < w.o.Interval; p += peekEvery {
+				if !w.sleep(ctx, at.Add(p).Sub(w.o.Clock.Now())) {
+					return nil
+				}
+				if _, kept := w.tick(ctx, true); kept {
+					break // judged: the read at Interval goes on from here
+				}
 			}
-			w.tick(ctx, true)
 			if !w.sleep(ctx, at.Add(w.o.Interval).Sub(w.o.Clock.Now())) {
 				return nil
 			}
@@ -87,7 +99,7 @@ func (w *CounterWatch) runWoken(ctx context.Context) error {
 			case <-w.o.Clock.After(left):
 			}
 		}
-		if w.tick(ctx, false) && woken {
+		if ok, _ := w.tick(ctx, false); ok && woken {
 			w.mu.Lock()
 			w.moved = true
 			w.mu.Unlock()

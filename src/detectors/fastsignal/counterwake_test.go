@@ -136,9 +136,10 @@ func TestCounterWatchWokenReadsNothingWhileQuietAndKeepsItsLatency(t *testing.T)
 			t.Fatalf("quiet again for 5 min: %d reads, want none", n)
 		}
 
-		// A slower burst, 8 a second (no single read holds 5 at the peek
-		// after a quiet spell... but the second after the wake-up does):
-		// fired within the Interval a poll needs, after DefaultTriggerGap.
+		// A slower burst, 8 a second (strict direct refusing a proxy gone
+		// direct): not 5 at the first peek, but fired at the first peek
+		// after its fifth packet (500 ms in), sooner than a poll's mean
+		// half Interval plus the 500 ms, after DefaultTriggerGap.
 		time.Sleep(DefaultTriggerGap)
 		start = time.Now()
 		go k.stream("blocked_out", 8, 3*time.Second)
@@ -148,8 +149,8 @@ func TestCounterWatchWokenReadsNothingWhileQuietAndKeepsItsLatency(t *testing.T)
 		if len(rs) != 2 || !strings.Contains(rs[1], "blocked_out") {
 			t.Fatalf("8 drops a second after a quiet spell: triggers %q, want a second one naming blocked_out", rs)
 		}
-		if d := at[1].Sub(start); d > DefaultCounterInterval+10*time.Millisecond {
-			t.Errorf("8 drops a second fired %v after they began, want within one Interval (%v), as a poll", d, DefaultCounterInterval)
+		if d := at[1].Sub(start); d > 500*time.Millisecond+peekEvery+10*time.Millisecond {
+			t.Errorf("8 drops a second fired %v after they began, want at the first peek after the fifth (within %v)", d, 500*time.Millisecond+peekEvery)
 		}
 
 		// A steady rate (a router service that keeps trying to go direct):

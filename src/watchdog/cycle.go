@@ -212,6 +212,9 @@ func orUnknown(s string) string {
 
 // reconnectLocked reconnects to the same node (automatic).
 func (w *Watchdog) reconnectLocked(node, reason string) {
+	if !w.rateAllowsLocked(w.clock.Now(), node, reason) {
+		return // logged once by the limit, with when it lets go
+	}
 	w.logLocked(slog.LevelWarn, "Reconnecting to "+node, "reason", reason)
 	w.startConnectLocked(node, reason, byEngine)
 }
@@ -241,6 +244,9 @@ func (w *Watchdog) rotateFromLocked(from, reason string) {
 	if !ok {
 		w.stormLocked()
 		return
+	}
+	if !w.rateAllowsLocked(w.clock.Now(), next, reason) {
+		return // no rotation happens yet: the limit logs when it will
 	}
 	cands := w.s.candidates()
 	w.counters.Rotations++

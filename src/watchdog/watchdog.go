@@ -64,7 +64,8 @@ type Watchdog struct {
 	connectStartedAt time.Time       // start of the current connect attempt
 	accountRetries   int             // consecutive "Account check failed" connects
 	overridden       string          // node a 503 storm override already reconnected (rotate if it persists)
-	attempts         []time.Time     // automatic connect attempts, for the rate limit (origin)
+	attempts         int             // automatic connects since a tunnel last lasted, for the rate limit (origin)
+	lastAttemptAt    time.Time       // the last of them
 	rateLimitedUntil time.Time
 	nextCheckAt      time.Time
 	retryAt          time.Time

@@ -136,3 +136,45 @@ func TestLegacyAttachmentClampsAndDetaches(t *testing.T) {
 		t.Errorf("second close: %v", err)
 	}
 }
+
+// A kernel before 5.11 says EPERM when RLIMIT_MEMLOCK is spent: the limit
+// is raised and the call made once more. Other errors are not retried.
+func TestMemlockRaisedOnlyWhenRefused(t *testing.T) {
+	needRoot(t)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old) })
+	// A spent limit, as an old kernel would see it; lowering needs no
+	// privilege, and neither does raising the soft limit back.
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 0, Max: old.Max}); err != nil {
+		t.Fatal(err)
+	}
+
+	calls := 0
+	if _, err := withMemlock(func() (int, error) { calls++; return -1, unix.ENOENT }); !errors.Is(err, unix.ENOENT) || calls != 1 {
+		t.Errorf("ENOENT: %v after %d calls, want it after 1", err, calls)
+	}
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	if lim.Cur != 0 {
+		t.Errorf("limit raised to %+v without a refusal", lim)
+	}
+
+	calls = 0
+	fd, err := withMemlock(func() (int, error) {
+		if calls++; calls == 1 {
+			return -1, unix.EPERM
+		}
+		return 42, nil
+	})
+	if fd != 42 || err != nil || calls != 2 {
+		t.Errorf("EPERM then success: %d, %v after %d calls; want 42 after 2", fd, err, calls)
+	}
+	unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim)
+	// Unlimited with CAP_SYS_RESOURCE, else up to the hard limit.
+	if lim.Cur != unix.RLIM_INFINITY && lim.Cur != old.Max {
+		t.Errorf("RLIMIT_MEMLOCK after a refusal: %+v, want unlimited or the hard limit %d", lim, old.Max)
+	}
+}

@@ -17,10 +17,10 @@ import (
 
 // Verifier log sizes: enough for the clamp's programs at log level 1 at
 // first, grown while the kernel says the log did not fit (ENOSPC), up to
-// what every kernel accepts (before 5.2 the limit was 16 MiB).
+// what every kernel accepts (before 5.2 the limit was 16 MiB - 1).
 const (
 	verifierLogStart = 64 << 10
-	verifierLogMax   = 16 << 20
+	verifierLogMax   = 8 << 20
 )
 
 // createMap makes a map and returns its fd.
@@ -191,22 +191,32 @@ func loadProgram(spec progSpec) (int, error) {
 	return -1, &verifierError{errno: errno, log: text}
 }
 
-// memlockOnce raises RLIMIT_MEMLOCK at most once per process.
-var memlockOnce = sync.OnceValue(func() error {
-	lim := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
-	return unix.Prlimit(0, unix.RLIMIT_MEMLOCK, &lim, nil)
-})
+// raiseMemlock lifts RLIMIT_MEMLOCK: to unlimited where the process may
+// (CAP_SYS_RESOURCE), else the soft limit up to the hard one, which needs
+// no privilege.
+func raiseMemlock() error {
+	err := unix.Prlimit(0, unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}, nil)
+	if err == nil {
+		return nil
+	}
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) != nil || lim.Cur >= lim.Max {
+		return err
+	}
+	lim.Cur = lim.Max
+	return unix.Setrlimit(unix.RLIMIT_MEMLOCK, &lim)
+}
 
 // withMemlock runs a bpf() call that allocates kernel memory. Kernels
 // before 5.11 charge maps and programs to RLIMIT_MEMLOCK (often 64 KiB) and
 // say EPERM when it is spent; later ones charge the memory cgroup and
 // ignore the limit. So the limit is raised only when the kernel refuses,
 // and the call tried once more: on a newer kernel the limit the proxy
-// inherits stays what it was. Without CAP_SYS_RESOURCE the raise fails
-// and the first EPERM stands.
+// inherits stays what it was. When nothing could be raised, the EPERM
+// stands (it may as well mean missing CAP_BPF).
 func withMemlock(call func() (int, error)) (int, error) {
 	fd, err := call()
-	if !errors.Is(err, unix.EPERM) || memlockOnce() != nil {
+	if !errors.Is(err, unix.EPERM) || raiseMemlock() != nil {
 		return fd, err
 	}
 	return call()

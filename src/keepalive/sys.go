@@ -142,8 +142,8 @@ type progInfo struct {
 
 // buffers keeps the memory an attr points to where it is, and alive, until
 // the system call is over: the kernel reads it through addresses that the
-// garbage collector does not see as pointers (and pinning moves it off
-// the stack).
+// garbage collector does not see as pointers. (A buffer handed to Pin
+// escapes, so it lives on the heap, not on a stack that may move.)
 type buffers struct{ pin runtime.Pinner }
 
 // ptr returns b's address for a pointer field; nil or empty b is 0.

@@ -246,12 +246,19 @@ func (w *Watchdog) rotateFromLocked(from, reason string) {
 		return
 	}
 	if !w.rateAllowsLocked(w.clock.Now(), next, reason) {
-		return // no rotation happens yet: the limit logs when it will
+		// No rotation yet: the limit logged when it lets go, and the
+		// rotation is counted and logged then.
+		w.retryFrom = from
+		return
 	}
-	cands := w.s.candidates()
-	w.counters.Rotations++
-	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(cands)), "reason", reason)
+	w.countRotationLocked(from, next, reason)
 	w.startConnectLocked(next, reason, byEngine)
+}
+
+// countRotationLocked counts and logs a rotation from one node to the next.
+func (w *Watchdog) countRotationLocked(from, next, reason string) {
+	w.counters.Rotations++
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(w.s.candidates())), "reason", reason)
 }
 
 // pickNextLocked walks the candidates after from, in config order, and

@@ -426,3 +426,30 @@ func TestReconnectBudgetRefundsTunnelsThatWorked(t *testing.T) {
 		h.stop()
 	})
 }
+
+// A rotation the rate limit holds back is logged and counted when it goes,
+// not when it is asked for: until then nothing rotates.
+func TestRotationHeldByTheRateLimitIsLoggedWhenItGoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 1
+		s.ReconnectWindow = time.Hour // the first backoff: 3 min after the last attempt
+		h := start(t, s, wd)          // attempt 1, the limit's only free one
+		h.advance(time.Second)
+		wd.set(func(w *world) { w.dead["Dallas"] = true }) // before any tunnel lasted
+		h.advance(100 * time.Second)
+		if got, st := h.connects(), h.w.Status(); !slices.Equal(got, []string{"Dallas"}) ||
+			h.logged("Node rotation") != 0 || st.Counters.Rotations != 0 || st.Conditions.RateLimitedUntil == nil {
+			t.Fatalf("held back: connects %q, rotations %d, rate limited until %v; logs:\n%s",
+				got, st.Counters.Rotations, st.Conditions.RateLimitedUntil, strings.Join(h.logs(), "\n"))
+		}
+		h.advance(2 * time.Minute) // past the backoff (t ≈ 3 min 41 s)
+		if got, st := h.connects(), h.w.Status(); !slices.Equal(got, []string{"Dallas", "Los Angeles"}) ||
+			h.logged("Node rotation: Dallas -> Los Angeles") != 1 || st.Counters.Rotations != 1 {
+			t.Errorf("after the backoff: connects %q, rotations %d; logs:\n%s", got, st.Counters.Rotations, strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}

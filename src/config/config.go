@@ -140,8 +140,8 @@ type Main struct {
 	IdleProbeInterval time.Duration // one request through an idle tunnel this often; 0 = never (docs/idle-probe.md)
 
 	StormCooldown   time.Duration // pause after every candidate failed
-	ReconnectWindow time.Duration // reconnect rate limit: at most ReconnectLimit per window
-	ReconnectLimit  int           // 0 = no limit
+	ReconnectWindow time.Duration // reconnect rate limit: the longest backoff (its 1/20 is the first)
+	ReconnectLimit  int           // automatic attempts in a row before the backoff; 0 = no limit
 	CascadeAfter    int           // failed reconnects before fast rotation
 
 	ConnectLocalTimeout     time.Duration // connect phase 1: local state up

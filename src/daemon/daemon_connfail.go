@@ -23,22 +23,30 @@ const (
 	connFailGap    = 10 * time.Second // the least time between two requests
 )
 
+// tunnelID names the tunnel in use: its node and a generation that moves
+// with every new tunnel (fastDetectors.newTunnel: a finished connect, a new
+// proxy process). Two tunnels on the same node differ by generation.
+type tunnelID struct {
+	node string
+	gen  uint64
+}
+
 // connFailWatch follows the proxy's failed-connection lines (fed by log
-// health's reader) per node.
+// health's reader) per tunnel.
 type connFailWatch struct {
 	parser  *connfail.Parser
 	window  *connfail.Window
 	nodes   []string
-	current func() (node, transit string)
+	current func() tunnelID
 	trigger func(reason string)
 	now     func() time.Time
 
-	mu       sync.Mutex
-	lastNode string
-	lastAsk  time.Time
+	mu      sync.Mutex
+	last    tunnelID // the tunnel the window's failures were read on
+	lastAsk time.Time
 }
 
-func newConnFailWatch(c *config.Config, current func() (string, string), trigger func(string)) (*connFailWatch, error) {
+func newConnFailWatch(c *config.Config, current func() tunnelID, trigger func(string)) (*connFailWatch, error) {
 	p, err := connfail.NewParser(c.FastSignal.ConnFailPatterns)
 	if err != nil {
 		return nil, err
@@ -53,7 +61,8 @@ func (w *connFailWatch) observe(line string) {
 	if !ok {
 		return
 	}
-	node, _ := w.current()
+	cur := w.current()
+	node := cur.node
 	if node == "" {
 		return
 	}
@@ -69,13 +78,7 @@ func (w *connFailWatch) observe(line string) {
 	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if node != w.lastNode {
-		// After a rotation the new node starts clean: what failed before
-		// the switch was judged then.
-		w.window.Reset(w.lastNode)
-		w.window.Reset(node)
-		w.lastNode = node
-	}
+	w.followLocked(cur)
 	n, dests := w.window.Add(f, node, now)
 	if f.Outbound != "" && !strings.EqualFold(f.Outbound, node) {
 		return // another node's failure says nothing about this one
@@ -86,4 +89,20 @@ func (w *connFailWatch) observe(line string) {
 	w.lastAsk = now
 	w.trigger(fmt.Sprintf("CONN_FAIL: %d LAN connections to %d destinations failed via %s in %s (%s)",
 		n, dests, node, connFailWindow, f.Class))
+}
+
+// followLocked starts the window clean when the tunnel in use is not the
+// one its failures were read on. A new tunnel, not a new node: after a
+// same-node reconnect for a crashed proxy the old proxy's failures (the
+// resets of the connections it held as it died) were judged when they
+// were read, and counted against the fresh tunnel they asked for one
+// needless rotation 2 s after the reconnect (the chaos log: Dallas -> Los
+// Angeles). A rotation is a new tunnel too.
+func (w *connFailWatch) followLocked(cur tunnelID) {
+	if cur == w.last {
+		return
+	}
+	w.window.Reset(w.last.node)
+	w.window.Reset(cur.node)
+	w.last = cur
 }

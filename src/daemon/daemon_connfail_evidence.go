@@ -19,8 +19,9 @@ import (
 // check, and a working tunnel passes the confirming check, so this
 // evidence alone never rotates.
 //
-// Only failures read while node was the node in use count (lastNode): a
-// node we left and came back to within the window starts clean.
+// Only failures read on the tunnel in use count (connFailWatch.last): a
+// node we left and came back to within the window starts clean, and so
+// does a same-node reconnect, even before its first line is read.
 func (w *connFailWatch) Corroborate(now time.Time, node, transit string) (string, bool) {
 	return w.CorroborateAsOf(now, now, node, transit)
 }
@@ -33,13 +34,14 @@ func (w *connFailWatch) CorroborateAsOf(asOf, now time.Time, node, _ string) (st
 	if w == nil || node == "" {
 		return "", false
 	}
+	cur := w.current()
 	w.mu.Lock()
-	current := w.lastNode
+	w.followLocked(cur)
 	w.mu.Unlock()
-	if !strings.EqualFold(current, node) {
+	if !strings.EqualFold(cur.node, node) {
 		return "", false
 	}
-	n, dests := w.window.CountAsOf(current, asOf, now)
+	n, dests := w.window.CountAsOf(cur.node, asOf, now)
 	if n < connFailMin || dests < connFailDests {
 		return "", false
 	}

@@ -30,6 +30,32 @@ type fastDetectors struct {
 	// (nil without the tracker): the proxy watch follows it instead of
 	// polling every second.
 	proxyChanged chan struct{}
+	// gen is the tunnel's generation (tunnelID): newTunnel moves it.
+	gen atomic.Uint64
+}
+
+// newTunnel tells the fast signals a new tunnel is in use: a connect
+// finished (isNewTunnel) or the proxy tracker found a new proxy process.
+// What was read before it is the old tunnel's.
+func (f *fastDetectors) newTunnel() {
+	if f != nil {
+		f.gen.Add(1)
+	}
+}
+
+// isNewTunnel reports an event that ends a connect: every connect enters
+// connecting (watchdog.nextState), and whatever follows it, the tunnel
+// is another one than before it started.
+func isNewTunnel(ev watchdog.Event) bool {
+	return ev.Type == watchdog.EventTransition && ev.Transition != nil &&
+		ev.Transition.From == watchdog.StateConnecting
+}
+
+// currentTunnelID is the tunnel in use as the engine's events and the proxy
+// tracker last said.
+func (d *Daemon) currentTunnelID() tunnelID {
+	n, _ := d.currentTunnel()
+	return tunnelID{node: n, gen: d.fast.gen.Load()}
 }
 
 // proxyChanges is proxyChanged, nil when there is no tracker.
@@ -122,6 +148,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 		t, err := fastsignal.NewProxyTracker(fastsignal.TrackerOptions{
 			Find: func() ([]int, error) { return d.procs.scanPIDs(comm) },
 			OnChange: func([]int) {
+				f.newTunnel() // a new proxy process (OnChange reports only non-empty sets)
 				select {
 				case changed <- struct{}{}:
 				default:
@@ -155,7 +182,7 @@ func (d *Daemon) startFast(ctx context.Context, c *config.Config) {
 	}
 
 	if sw.ConnFailOn() && c.LogHealth.Enabled {
-		cw, err := newConnFailWatch(c, d.currentTunnel, trig)
+		cw, err := newConnFailWatch(c, d.currentTunnelID, trig)
 		if err != nil {
 			d.log.Error("Failed-connection signal disabled", "err", err)
 		} else {

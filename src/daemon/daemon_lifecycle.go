@@ -87,6 +87,9 @@ func (d *Daemon) startEvents(ctx context.Context) {
 			since = old.since
 		}
 		d.tunnel.Store(&tunnelView{node: ev.Node, transit: ev.Transit, since: since})
+		if isNewTunnel(ev) {
+			d.fast.newTunnel() // before the next line or check is judged
+		}
 		if ev.Type != watchdog.EventTransition {
 			return
 		}

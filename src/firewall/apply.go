@@ -85,7 +85,15 @@ func (f *Firewall) Apply(ctx context.Context, s Spec) (Changes, error) {
 		}
 	}
 	if !nftCh.Empty() {
-		if err := c.Flush(); err != nil {
+		err := c.Flush()
+		if err != nil && f.logRulesRefused(c, s, err) { // nflog.go
+			f.noLogRules = true
+			f.log.Warn(logRulesOffWarning, "err", err)
+			if nftCh, err = f.stage(c, s); err == nil && !nftCh.Empty() {
+				err = c.Flush()
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("applying firewall (%s): %w", nftCh, err)
 		}
 	}
@@ -118,7 +126,7 @@ func (f *Firewall) stage(c *nftables.Conn, s Spec) (Changes, error) {
 	}
 	var ch Changes
 	wanted := map[string]bool{}
-	for _, t := range buildTables(s) {
+	for _, t := range f.plan(s) {
 		wanted[t.key()] = true
 		if kt, ok := have[t.key()]; ok {
 			cs, err := stageExisting(c, kt, t)

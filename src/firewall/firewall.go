@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+	"github.com/mdlayher/netlink/nltest"
 	"golang.org/x/sys/unix"
 
 	"surflare-watchdog/src/clock"
@@ -28,6 +29,11 @@ type Firewall struct {
 	log     *slog.Logger
 
 	mu sync.Mutex // serialises batches
+	// noLogRules: the kernel refused the log rules (no NFLOG logger), so
+	// Apply leaves them out (nflog.go). Under mu.
+	noLogRules bool
+	// testDial stands in for the kernel's nftables socket (tests only).
+	testDial nltest.Func
 
 	// fw4 recovery rate limit (see fw4.go).
 	fw4Mu         sync.Mutex
@@ -105,6 +111,9 @@ func (f *Firewall) conn() (*nftables.Conn, error) {
 	opts := []nftables.ConnOption{nftables.AsLasting(), nftables.WithSockOptions(bigBuffers)}
 	if f.netnsFD >= 0 {
 		opts = append(opts, nftables.WithNetNSFd(f.netnsFD))
+	}
+	if f.testDial != nil {
+		opts = append(opts, nftables.WithTestDial(f.testDial))
 	}
 	c, err := nftables.New(opts...)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
 
 	"surflare-watchdog/src/route"
 )
@@ -113,10 +114,27 @@ func (f *Firewall) Inspect(ctx context.Context) (State, error) {
 		}
 		st.Routing = append(st.Routing, ts)
 	}
-	if st.ProxyListening, err = h.Listening(ctx, st.ProxyPort); err != nil {
+	if st.ProxyListening, err = f.proxyListening(ctx, st.ProxyPort); err != nil {
 		return st, err
 	}
 	return st, nil
+}
+
+// proxyListening asks the kernel for the LISTEN sockets of f's namespace
+// only (route.SockDiag.Listening, the question health asks too): a dump of
+// every socket, filtered here, costs as much as the router's LAN has
+// connections.
+func (f *Firewall) proxyListening(ctx context.Context, port uint16) (bool, error) {
+	ns := netns.None()
+	if f.netnsFD >= 0 {
+		ns = netns.NsHandle(f.netnsFD)
+	}
+	d, err := route.OpenSockDiag(ns)
+	if err != nil {
+		return false, err
+	}
+	defer d.Close()
+	return d.Listening(ctx, port)
 }
 
 // hasRule reports a rule with the given id in a chain of ours.

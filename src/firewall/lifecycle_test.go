@@ -2,6 +2,7 @@ package firewall
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +125,27 @@ func TestInspectFindsCrashLeftovers(t *testing.T) {
 	st, _ = fw.Inspect(ctx)
 	if st.TProxyTombstoned || st.TraceTable || st.Routing[0].Duplicated() {
 		t.Fatalf("after repair: %+v", st)
+	}
+	// A proxy that listens (here on IPv6's wildcard only, as a dual-stack
+	// listener does) is seen in the firewall's namespace, and a listener on
+	// the proxy port of the caller's namespace is not.
+	if host, err := net.Listen("tcp4", "127.0.0.1:10800"); err == nil {
+		defer host.Close()
+		if st, err = fw.Inspect(ctx); err != nil || st.ProxyListening {
+			t.Fatalf("a listener outside the namespace counted: ProxyListening = %v, %v", st.ProxyListening, err)
+		}
+	}
+	var ln net.Listener
+	ns.run(func() { ln, _ = net.Listen("tcp6", "[::]:10800") })
+	if ln == nil {
+		t.Fatal("no listener on [::]:10800 in the namespace")
+	}
+	defer ln.Close()
+	if st, err = fw.Inspect(ctx); err != nil || !st.ProxyListening {
+		t.Fatalf("proxy listening in the namespace: ProxyListening = %v, %v", st.ProxyListening, err)
+	}
+	if probs := strings.Join(st.Problems(), "\n"); strings.Contains(probs, "nothing listens") {
+		t.Errorf("Problems() with a listening proxy:\n%s", probs)
 	}
 }
 

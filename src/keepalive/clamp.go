@@ -9,9 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,9 +94,9 @@ type Clamp struct {
 	mu       sync.Mutex
 	cfg      Config
 	status   Status // Active, Capped, Reason; counters are read live
-	counters *ebpf.Map
-	progs    []*ebpf.Program
-	links    []link.Link
+	counters int    // the counters map's fd; -1 when there is none
+	progs    []int  // the loaded programs' fds
+	attached []*attachment
 }
 
 // New creates the proxy's cgroup and attaches the programs to it. On error
@@ -111,7 +108,7 @@ func New(cfg Config) (*Clamp, error) {
 	if log == nil {
 		log = slog.Default().With("subsystem", "keepalive")
 	}
-	c := &Clamp{log: log}
+	c := &Clamp{log: log, counters: -1}
 	full, err := cfg.withDefaults()
 	c.cfg = full
 	if err == nil {
@@ -137,23 +134,21 @@ func (c *Clamp) attach() error {
 	if err := checkCgroupParent(cfg.CgroupPath); err != nil {
 		return err
 	}
-	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
-	// ignore it. A failure shows up as a load error below.
-	_ = rlimit.RemoveMemlock()
-
-	m, err := ebpf.NewMap(countersSpec())
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; the loader
+	// raises it when such a kernel refuses (withMemlock).
+	m, err := createCounters()
 	if err != nil {
 		return fmt.Errorf("creating counters map: %w", explainBPF(err))
 	}
 	c.counters = m
-	ops, err := ebpf.NewProgram(opsProgram(cfg, m))
+	ops, err := loadProgram(opsProgram(cfg, m))
 	if err != nil {
 		return fmt.Errorf("loading sock_ops program: %w", explainBPF(err))
 	}
 	c.progs = append(c.progs, ops)
 	// The cap is a refinement: without it (kernels before 5.3) the clamp
 	// still works for sockets whose owner leaves keepalive alone.
-	capProg, capErr := ebpf.NewProgram(capProgram(cfg))
+	capProg, capErr := loadProgram(capProgram(cfg))
 	if capErr == nil {
 		c.progs = append(c.progs, capProg)
 	}
@@ -167,16 +162,16 @@ func (c *Clamp) attach() error {
 	case err != nil:
 		return fmt.Errorf("creating cgroup: %w", err)
 	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cfg.CgroupPath, Attach: ebpf.AttachCGroupSockOps, Program: ops})
+	a, err := attachCgroup(cfg.CgroupPath, ops, unix.BPF_CGROUP_SOCK_OPS)
 	if err != nil {
 		_ = removeCgroup(cfg.CgroupPath)
 		return fmt.Errorf("attaching sock_ops program to %s: %w", cfg.CgroupPath, explainBPF(err))
 	}
-	c.links = append(c.links, l)
+	c.attached = append(c.attached, a)
 	if capErr == nil {
-		l, capErr = link.AttachCgroup(link.CgroupOptions{Path: cfg.CgroupPath, Attach: ebpf.AttachCGroupSetsockopt, Program: capProg})
+		a, capErr = attachCgroup(cfg.CgroupPath, capProg, unix.BPF_CGROUP_SETSOCKOPT)
 		if capErr == nil {
-			c.links = append(c.links, l)
+			c.attached = append(c.attached, a)
 		}
 	}
 	if capErr != nil {
@@ -246,21 +241,19 @@ func (c *Clamp) Close() error {
 	return nil
 }
 
-// releaseLocked detaches the links and frees programs and map.
+// releaseLocked detaches the programs and frees them and the map.
 func (c *Clamp) releaseLocked() error {
 	var errs []error
-	for _, l := range c.links {
-		if err := l.Close(); err != nil {
+	for _, a := range c.attached {
+		if err := a.close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching program: %w", err))
 		}
 	}
 	for _, p := range c.progs {
-		p.Close()
+		closeFD(p)
 	}
-	if c.counters != nil {
-		c.counters.Close()
-	}
-	c.links, c.progs, c.counters = nil, nil, nil
+	closeFD(c.counters)
+	c.attached, c.progs, c.counters = nil, nil, -1
 	return errors.Join(errs...)
 }
 
@@ -292,34 +285,36 @@ func CleanupStale(cgroupPath string) error {
 // path. Programs attached through a bpf_link by a live process are left to
 // it: they are not stale.
 func detachStale(path string) error {
-	cg, err := os.Open(path)
+	cg, err := openCgroup(path)
 	if err != nil {
-		return fmt.Errorf("opening cgroup: %w", err)
+		return err
 	}
-	defer cg.Close()
+	defer unix.Close(cg)
 	var errs []error
-	for _, at := range []ebpf.AttachType{ebpf.AttachCGroupSockOps, ebpf.AttachCGroupSetsockopt} {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: int(cg.Fd()), Attach: at})
+	for _, at := range []uint32{unix.BPF_CGROUP_SOCK_OPS, unix.BPF_CGROUP_SETSOCKOPT} {
+		progs, err := queryCgroup(cg, at)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("listing programs on %s: %w", path, explainBPF(err)))
 			continue
 		}
-		for _, ap := range res.Programs {
-			if _, viaLink := ap.LinkID(); viaLink {
+		for _, ap := range progs {
+			if ap.linkID != 0 {
 				continue
 			}
-			prog, err := ebpf.NewProgramFromID(ap.ID)
+			prog, err := progFDByID(ap.id)
 			if err != nil {
 				continue // gone meanwhile
 			}
-			info, err := prog.Info()
-			if err == nil && (info.Name == opsProgName || info.Name == capProgName) {
-				err = link.RawDetachProgram(link.RawDetachProgramOptions{Target: int(cg.Fd()), Program: prog, Attach: at})
-				if err != nil {
-					errs = append(errs, fmt.Errorf("detaching stale %s: %w", info.Name, err))
+			info, err := progInfoOf(prog)
+			if name := cString(info.Name[:]); err == nil && (name == opsProgName || name == capProgName) {
+				// ENOENT: attached through a link after all (kernels that
+				// do not say so in the query), or detached meanwhile.
+				err = detachProgram(cg, prog, at)
+				if err != nil && !errors.Is(err, unix.ENOENT) {
+					errs = append(errs, fmt.Errorf("detaching stale %s: %w", name, err))
 				}
 			}
-			prog.Close()
+			unix.Close(prog)
 		}
 	}
 	return errors.Join(errs...)
@@ -333,8 +328,12 @@ func explainBPF(err error) error {
 		return fmt.Errorf("kernel built without the bpf() system call (CONFIG_BPF_SYSCALL): %w", err)
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("bpf() not permitted (needs root, or CAP_BPF and CAP_NET_ADMIN): %w", err)
-	case errors.Is(err, ebpf.ErrNotSupported):
+	case errors.Is(err, errNotSupported):
 		return fmt.Errorf("kernel too old or built without cgroup BPF (CONFIG_CGROUP_BPF): %w", err)
+	case errors.Is(err, errnoENOTSUPP):
+		// A load refused after the verifier passed it: the JIT cannot
+		// compile the program and there is no interpreter to fall back on.
+		return fmt.Errorf("kernel cannot run the program: its BPF JIT cannot compile it and the interpreter is off (CONFIG_BPF_JIT_ALWAYS_ON): %w", err)
 	}
 	return err
 }

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -146,8 +144,8 @@ func TestCloseDetachesAndRemovesCgroup(t *testing.T) {
 		t.Errorf("proxy moved to %s on Close, want back to %s", got, home)
 	}
 	for _, id := range ids {
-		if p, err := ebpf.NewProgramFromID(id); err == nil {
-			p.Close()
+		if fd, err := progFDByID(id); err == nil {
+			unix.Close(fd)
 			t.Errorf("program %d still loaded after Close", id)
 		}
 	}
@@ -190,8 +188,8 @@ func TestCleanupStaleAfterCrash(t *testing.T) {
 	if got := cgroupOf(t, proxy.pid()); got != home {
 		t.Errorf("proxy in %s after CleanupStale, want %s", got, home)
 	}
-	if p, err := ebpf.NewProgramFromID(legacyID); err == nil {
-		p.Close()
+	if fd, err := progFDByID(legacyID); err == nil {
+		unix.Close(fd)
 		t.Errorf("legacy-attached program %d still loaded after CleanupStale", legacyID)
 	}
 	if err := CleanupStale(path); err != nil {
@@ -254,56 +252,55 @@ func TestUnavailableWithoutCgroup2(t *testing.T) {
 }
 
 // attachedPrograms lists the program IDs attached to the cgroup at path.
-func attachedPrograms(t *testing.T, path string) []ebpf.ProgramID {
+func attachedPrograms(t *testing.T, path string) []uint32 {
 	t.Helper()
-	f, err := os.Open(path)
+	cg, err := openCgroup(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var ids []ebpf.ProgramID
-	for _, at := range []ebpf.AttachType{ebpf.AttachCGroupSockOps, ebpf.AttachCGroupSetsockopt} {
-		res, err := link.QueryPrograms(link.QueryOptions{Target: int(f.Fd()), Attach: at})
+	defer unix.Close(cg)
+	var ids []uint32
+	for _, at := range []uint32{unix.BPF_CGROUP_SOCK_OPS, unix.BPF_CGROUP_SETSOCKOPT} {
+		progs, err := queryCgroup(cg, at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range res.Programs {
-			ids = append(ids, p.ID)
+		for _, p := range progs {
+			ids = append(ids, p.id)
 		}
 	}
 	return ids
 }
 
 // attachLegacy attaches our sock_ops program with BPF_PROG_ATTACH, as
-// cilium/ebpf does on kernels without bpf_link, and lets go of it: such an
-// attachment outlives its process.
-func attachLegacy(t *testing.T, path string) ebpf.ProgramID {
+// kernels without bpf_link do, and lets go of it: such an attachment
+// outlives its process.
+func attachLegacy(t *testing.T, path string) uint32 {
 	t.Helper()
-	m, err := ebpf.NewMap(countersSpec())
+	m, err := createCounters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	prog, err := ebpf.NewProgram(opsProgram(testCfg, m))
+	defer unix.Close(m)
+	prog, err := loadProgram(opsProgram(testCfg, m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prog.Close()
-	f, err := os.Open(path)
+	defer unix.Close(prog)
+	cg, err := openCgroup(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	err = link.RawAttachProgram(link.RawAttachProgramOptions{
-		Target: int(f.Fd()), Program: prog, Attach: ebpf.AttachCGroupSockOps, Flags: unix.BPF_F_ALLOW_MULTI,
-	})
+	a, err := progAttachCgroup(cg, prog, unix.BPF_CGROUP_SOCK_OPS)
 	if err != nil {
 		t.Fatalf("legacy attach: %v", err)
 	}
-	info, err := prog.Info()
+	// What a crash does: the fds go, the attachment stays.
+	unix.Close(a.prog)
+	unix.Close(a.cgroup)
+	info, err := progInfoOf(prog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _ := info.ID()
-	return id
+	return info.ID
 }

@@ -6,8 +6,7 @@
 // the next request stalls until TCP gives up. The proxy is proprietary, so
 // its sockets cannot be configured from the inside. Instead the watchdog
 // creates a cgroup2 group for the proxy (New), moves the proxy into it after
-// each connect (AddPID), and attaches two BPF programs to the group, built
-// with github.com/cilium/ebpf's asm package (no clang at build or run time):
+// each connect (AddPID), and attaches two BPF programs to the group:
 //
 //   - a SOCK_OPS program that, when a TCP connection is established (made
 //     or accepted), turns on SO_KEEPALIVE and sets TCP_KEEPIDLE,
@@ -22,6 +21,13 @@
 //     also why the tests open their connections with raw syscalls, as the
 //     real proxy does (sing-box sets its keepalive before connect, or not at
 //     all), and check Go's dialer separately.
+//
+// The programs are built by the package's own small assembler (asm.go; no
+// clang at build or run time) and loaded through the bpf(2) system call
+// directly (sys.go, objects.go, attach.go). A general BPF library
+// (cilium/ebpf, with its BTF, ELF and kallsyms support) cost the static
+// binary about 1 MB for these two programs, and on a router nearly every
+// page of the binary ends up resident.
 //
 // The kernel ties a socket to the cgroup of the process that created it, at
 // creation. Sockets the proxy opened before AddPID moved it keep their old

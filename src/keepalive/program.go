@@ -3,8 +3,6 @@ package keepalive
 import (
 	"fmt"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,51 +66,50 @@ func (cfg Config) sockopts() []sockopt {
 //	err = setsockopt(SO_KEEPALIVE, 1) | setsockopt(TCP_KEEPIDLE, idle) | ...;
 //	counters[err ? FAILED : CLAMPED]++;
 //	return 1;
-func opsProgram(cfg Config, counters *ebpf.Map) *ebpf.ProgramSpec {
+func opsProgram(cfg Config, countersFD int) progSpec {
 	const (
 		optvalOff = -4 // u32 option value on the stack
 		keyOff    = -8 // u32 counter index on the stack
 	)
-	insns := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1), // r6 = ctx, kept across calls
-		asm.LoadMem(asm.R2, asm.R6, sockOpsOffOp, asm.Word),
-		asm.JEq.Imm(asm.R2, opActiveEstablished, "set"),
-		asm.JNE.Imm(asm.R2, opPassiveEstablished, "out"),
-		asm.Mov.Imm(asm.R7, 0).WithSymbol("set"), // r7 = OR of the return values
+	insns := []insn{
+		mov64Reg(r6, r1), // r6 = ctx, kept across calls
+		ldxMem(unix.BPF_W, r2, r6, sockOpsOffOp),
+		jmpImm(unix.BPF_JEQ, r2, opActiveEstablished, "set"),
+		jmpImm(unix.BPF_JNE, r2, opPassiveEstablished, "out"),
+		mov64Imm(r7, 0).at("set"), // r7 = OR of the return values
 	}
 	for _, o := range cfg.sockopts() {
 		insns = append(insns,
-			asm.StoreImm(asm.R10, optvalOff, o.value, asm.Word),
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, o.level),
-			asm.Mov.Imm(asm.R3, o.name),
-			asm.Mov.Reg(asm.R4, asm.R10),
-			asm.Add.Imm(asm.R4, optvalOff),
-			asm.Mov.Imm(asm.R5, 4),
-			asm.FnSetsockopt.Call(),
-			asm.Or.Reg(asm.R7, asm.R0),
+			stMem(unix.BPF_W, r10, optvalOff, int32(o.value)),
+			mov64Reg(r1, r6),
+			mov64Imm(r2, o.level),
+			mov64Imm(r3, o.name),
+			mov64Reg(r4, r10),
+			alu64Imm(unix.BPF_ADD, r4, optvalOff),
+			mov64Imm(r5, 4),
+			call(bpfFuncSetsockopt),
+			alu64Reg(unix.BPF_OR, r7, r0),
 		)
 	}
 	insns = append(insns,
-		asm.StoreImm(asm.R10, keyOff, counterClamped, asm.Word),
-		asm.JEq.Imm(asm.R7, 0, "count"),
-		asm.StoreImm(asm.R10, keyOff, counterFailed, asm.Word),
-		asm.LoadMapPtr(asm.R1, counters.FD()).WithSymbol("count"),
-		asm.Mov.Reg(asm.R2, asm.R10),
-		asm.Add.Imm(asm.R2, keyOff),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "out"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-		asm.Mov.Imm(asm.R0, 1).WithSymbol("out"), // 1: let the operation proceed
-		asm.Return(),
+		stMem(unix.BPF_W, r10, keyOff, counterClamped),
+		jmpImm(unix.BPF_JEQ, r7, 0, "count"),
+		stMem(unix.BPF_W, r10, keyOff, counterFailed),
+		ldMapFD(r1, countersFD).at("count"),
+		mov64Reg(r2, r10),
+		alu64Imm(unix.BPF_ADD, r2, keyOff),
+		call(bpfFuncMapLookupElem),
+		jmpImm(unix.BPF_JEQ, r0, 0, "out"),
+		mov64Imm(r1, 1),
+		atomicAdd(unix.BPF_DW, r0, r1, 0),
+		mov64Imm(r0, 1).at("out"), // 1: let the operation proceed
+		exit(),
 	)
-	return &ebpf.ProgramSpec{
-		Name:         opsProgName,
-		Type:         ebpf.SockOps,
-		AttachType:   ebpf.AttachCGroupSockOps,
-		License:      "GPL", // bpf_setsockopt is GPL-only
-		Instructions: insns,
+	return progSpec{
+		name:       opsProgName,
+		progType:   unix.BPF_PROG_TYPE_SOCK_OPS,
+		attachType: unix.BPF_CGROUP_SOCK_OPS,
+		insns:      insns,
 	}
 }
 
@@ -129,60 +126,57 @@ func opsProgram(cfg Config, counters *ebpf.Map) *ebpf.ProgramSpec {
 //	    optval + 4 <= optval_end && *(s32 *)optval > max)
 //		*(s32 *)optval = max;
 //	return 1;
-func capProgram(cfg Config) *ebpf.ProgramSpec {
+func capProgram(cfg Config) progSpec {
 	maxOf := map[int32]int64{}
 	for _, o := range cfg.sockopts() {
 		if o.level == unix.SOL_TCP {
 			maxOf[o.name] = o.value
 		}
 	}
-	return &ebpf.ProgramSpec{
-		Name:       capProgName,
-		Type:       ebpf.CGroupSockopt,
-		AttachType: ebpf.AttachCGroupSetsockopt,
-		License:    "GPL",
-		Instructions: asm.Instructions{
-			asm.LoadMem(asm.R2, asm.R1, sockoptOffLevel, asm.Word),
-			asm.JNE.Imm(asm.R2, unix.SOL_TCP, "ok"),
-			asm.LoadMem(asm.R3, asm.R1, sockoptOffOptname, asm.Word),
-			asm.Mov.Imm(asm.R4, int32(maxOf[unix.TCP_KEEPIDLE])),
-			asm.JEq.Imm(asm.R3, unix.TCP_KEEPIDLE, "cap"),
-			asm.Mov.Imm(asm.R4, int32(maxOf[unix.TCP_KEEPINTVL])),
-			asm.JEq.Imm(asm.R3, unix.TCP_KEEPINTVL, "cap"),
-			asm.Mov.Imm(asm.R4, int32(maxOf[unix.TCP_KEEPCNT])),
-			asm.JNE.Imm(asm.R3, unix.TCP_KEEPCNT, "ok"),
-			asm.LoadMem(asm.R2, asm.R1, sockoptOffOptval, asm.DWord).WithSymbol("cap"),
-			asm.LoadMem(asm.R3, asm.R1, sockoptOffOptvalEnd, asm.DWord),
-			asm.Mov.Reg(asm.R5, asm.R2),
-			asm.Add.Imm(asm.R5, 4),
-			asm.JGT.Reg(asm.R5, asm.R3, "ok"), // the verifier insists on this bound
-			asm.LoadMem(asm.R5, asm.R2, 0, asm.Word),
+	return progSpec{
+		name:       capProgName,
+		progType:   unix.BPF_PROG_TYPE_CGROUP_SOCKOPT,
+		attachType: unix.BPF_CGROUP_SETSOCKOPT,
+		insns: []insn{
+			ldxMem(unix.BPF_W, r2, r1, sockoptOffLevel),
+			jmpImm(unix.BPF_JNE, r2, unix.SOL_TCP, "ok"),
+			ldxMem(unix.BPF_W, r3, r1, sockoptOffOptname),
+			mov64Imm(r4, int32(maxOf[unix.TCP_KEEPIDLE])),
+			jmpImm(unix.BPF_JEQ, r3, unix.TCP_KEEPIDLE, "cap"),
+			mov64Imm(r4, int32(maxOf[unix.TCP_KEEPINTVL])),
+			jmpImm(unix.BPF_JEQ, r3, unix.TCP_KEEPINTVL, "cap"),
+			mov64Imm(r4, int32(maxOf[unix.TCP_KEEPCNT])),
+			jmpImm(unix.BPF_JNE, r3, unix.TCP_KEEPCNT, "ok"),
+			ldxMem(unix.BPF_DW, r2, r1, sockoptOffOptval).at("cap"),
+			ldxMem(unix.BPF_DW, r3, r1, sockoptOffOptvalEnd),
+			mov64Reg(r5, r2),
+			alu64Imm(unix.BPF_ADD, r5, 4),
+			jmpReg(unix.BPF_JGT, r5, r3, "ok"), // the verifier insists on this bound
+			ldxMem(unix.BPF_W, r5, r2, 0),
 			// Signed 32-bit compare: zero and negative values stay as they
 			// are, so the kernel still rejects them with EINVAL.
-			asm.JSLE.Reg32(asm.R5, asm.R4, "ok"),
-			asm.StoreMem(asm.R2, 0, asm.R4, asm.Word),
-			asm.Mov.Imm(asm.R0, 1).WithSymbol("ok"), // 1: let the kernel apply it
-			asm.Return(),
+			jmp32Reg(unix.BPF_JSLE, r5, r4, "ok"),
+			stxMem(unix.BPF_W, r2, r4, 0),
+			mov64Imm(r0, 1).at("ok"), // 1: let the kernel apply it
+			exit(),
 		},
 	}
 }
 
-// countersSpec is the per-CPU array behind Status's socket counts.
-func countersSpec() *ebpf.MapSpec {
-	return &ebpf.MapSpec{
-		Name:       "surflare_ka_cnt",
-		Type:       ebpf.PerCPUArray,
-		KeySize:    4,
-		ValueSize:  8,
-		MaxEntries: numCounters,
-	}
+// countersMapName is the per-CPU array behind Status's socket counts, as
+// bpftool map shows it.
+const countersMapName = "surflare_ka_cnt"
+
+// createCounters makes the per-CPU array of numCounters u64 counters.
+func createCounters() (int, error) {
+	return createMap(unix.BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, numCounters, countersMapName)
 }
 
 // readCounters sums the per-CPU counters.
-func readCounters(m *ebpf.Map) (clamped, failed uint64, err error) {
+func readCounters(countersFD int) (clamped, failed uint64, err error) {
 	sum := func(key uint32) (uint64, error) {
-		var perCPU []uint64
-		if err := m.Lookup(key, &perCPU); err != nil {
+		perCPU, err := lookupPerCPU(countersFD, key)
+		if err != nil {
 			return 0, fmt.Errorf("reading counter %d: %w", key, err)
 		}
 		var n uint64

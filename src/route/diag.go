@@ -25,24 +25,6 @@ type Socket struct {
 	Info *netlink.TCPInfo
 }
 
-// Listening reports whether a TCP socket listens on port (any address, both
-// families). A fwmark rule with no listener behind it is what a killed proxy
-// leaves: marked traffic then hits a closed port.
-func (h *Handle) Listening(ctx context.Context, port uint16) (bool, error) {
-	for _, fam := range []uint8{unix.AF_INET, unix.AF_INET6} {
-		socks, err := h.h.SocketDiagTCP(fam)
-		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			return false, fmt.Errorf("sock_diag: %w", err)
-		}
-		for _, s := range socks {
-			if s.State == tcpListen && s.ID.SourcePort == port {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
-}
-
 // TCPSockets lists established TCP sockets of both families with their
 // tcp_info, for the early detector and the moat diagnostics.
 func (h *Handle) TCPSockets(ctx context.Context) ([]Socket, error) {

@@ -212,6 +212,9 @@ func orUnknown(s string) string {
 
 // reconnectLocked reconnects to the same node (automatic).
 func (w *Watchdog) reconnectLocked(node, reason string) {
+	if !w.rateAllowsLocked(w.clock.Now(), node, reason) {
+		return // logged once by the limit, with when it lets go
+	}
 	w.logLocked(slog.LevelWarn, "Reconnecting to "+node, "reason", reason)
 	w.startConnectLocked(node, reason, byEngine)
 }
@@ -242,10 +245,20 @@ func (w *Watchdog) rotateFromLocked(from, reason string) {
 		w.stormLocked()
 		return
 	}
-	cands := w.s.candidates()
-	w.counters.Rotations++
-	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(cands)), "reason", reason)
+	if !w.rateAllowsLocked(w.clock.Now(), next, reason) {
+		// No rotation yet: the limit logged when it lets go, and the
+		// rotation is counted and logged then.
+		w.retryFrom = from
+		return
+	}
+	w.countRotationLocked(from, next, reason)
 	w.startConnectLocked(next, reason, byEngine)
+}
+
+// countRotationLocked counts and logs a rotation from one node to the next.
+func (w *Watchdog) countRotationLocked(from, next, reason string) {
+	w.counters.Rotations++
+	w.logLocked(slog.LevelWarn, fmt.Sprintf("Node rotation: %s -> %s (%d/%d)", from, next, len(w.tried)+1, len(w.s.candidates())), "reason", reason)
 }
 
 // pickNextLocked walks the candidates after from, in config order, and

@@ -145,17 +145,20 @@
 //     count: the cycle starts with the first candidate not failing since,
 //     and skips the nodes that fail again. A user command (rotate,
 //     reconnect, reload) ends the cooldown early, with the same rule.
-//   - The reconnect rate limit (ReconnectLimit attempts per ReconnectWindow)
-//     never starts a cooldown and never resets a cycle: it only delays the
-//     next automatic attempt until the window has room. User commands are
-//     neither rate limited nor counted: the budget is the engine's own. A
-//     connect whose tunnel then passes a check CheckInterval or more after
-//     it started leaves the window (refundAttemptLocked): the limit holds
-//     back loops of attempts that give no lasting tunnel, not recoveries
-//     that worked. The
-//     WAN's return (hotplug ifup, the preflight's WAN blocker clearing)
-//     empties the window (wanBackLocked): attempts around an outage say
-//     nothing about the tunnel, and must not hold back the next recovery.
+//   - The reconnect rate limit never starts a cooldown and never resets a
+//     cycle: it only delays the next automatic attempt. It counts automatic
+//     attempts since a tunnel last lasted: the first ReconnectLimit go at
+//     once, each after them waits a backoff after the last (ReconnectWindow
+//     /20, doubling up to ReconnectWindow: 30 s, 1, 2, 4, 8, 10 min), the
+//     habit of Kubernetes' CrashLoopBackOff (rateLimitEndsLocked). User
+//     commands are neither rate limited nor counted: the budget is the
+//     engine's own. A check that passes CheckInterval or more after the
+//     tunnel's connect started ends the count (refundAttemptLocked): the
+//     limit holds back loops of attempts that give no lasting tunnel, not
+//     recoveries that worked. The WAN's return (hotplug ifup, the
+//     preflight's WAN blocker clearing) ends it too (wanBackLocked):
+//     attempts around an outage say nothing about the tunnel, and must not
+//     hold back the next recovery.
 //     A user's switch away from a working tunnel that fails on the new
 //     node goes back to the old node at once instead of cascading, and an
 //     unknown node name changes nothing (useraction.go).

@@ -237,31 +237,97 @@ func TestReconnectRateLimit(t *testing.T) {
 		s := testSettings(t)
 		s.ReconnectLimit = 3
 		h := start(t, s, wd) // attempt 1 at t=0
-		// A crash loop: the proxy dies each time before its tunnel passes
-		// a check, so every attempt stays counted (refundAttemptLocked).
-		for range 2 { // attempts 2 and 3
+		// A crash loop: the proxy dies 5 s after every connect, before its
+		// tunnel passes a check, so every attempt stays counted
+		// (refundAttemptLocked). Each attempt's time is kept.
+		t0 := time.Now()
+		var at []time.Duration
+		for time.Since(t0) < time.Hour {
+			if n := len(h.connects()); n > len(at) {
+				at = append(at, time.Since(t0))
+				h.advance(5 * time.Second)
+				wd.set(func(w *world) { w.proxyDown = true })
+				continue
+			}
+			h.advance(time.Second)
+		}
+		if len(at) < 4 {
+			t.Fatalf("attempts at %v: want the loop to go on, spaced out", at)
+		}
+		// The first three go at the checks' pace; beyond the limit each
+		// waits 30 s, 1 min, 2 min, … after the last (1/20 of the window,
+		// doubling), or until the window has room again.
+		for i := 1; i < 3; i++ {
+			if gap := at[i] - at[i-1]; gap > time.Minute {
+				t.Errorf("attempt %d came %s after the one before: held back within the limit (attempts at %v)", i+1, gap, at)
+			}
+		}
+		if gap := at[3] - at[2]; gap < 30*time.Second {
+			t.Errorf("attempt 4 came %s after attempt 3, want the 30 s backoff (attempts at %v)", gap, at)
+		}
+		if gap := at[4] - at[3]; gap < time.Minute {
+			t.Errorf("attempt 5 came %s after attempt 4, want the doubled backoff (attempts at %v)", gap, at)
+		}
+		// Storm protection holds: 3 at the checks' pace (the start and two
+		// reconnects), then 30 s, 1, 2, 4, 8 min and every 10 min after:
+		// 12 in the hour, no more than the hard limit of 3 per 10 min that
+		// this replaced (18 an hour), never the checks' pace (~100).
+		if len(at) > 18 {
+			t.Errorf("%d attempts in an hour of a crash loop, want at most 18 (attempts at %v)", len(at), at)
+		}
+		for i := 8; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < s.ReconnectWindow {
+				t.Errorf("attempt %d came %s after the one before, want the backoff's cap (%s) by now (attempts at %v)", i+1, gap, s.ReconnectWindow, at)
+			}
+		}
+		if h.logged("attempts without a lasting tunnel; next attempt in 30s") != 1 {
+			t.Errorf("rate limit not logged:\n%s", strings.Join(h.logs(), "\n"))
+		}
+		// While held back nothing claims to reconnect: every "Reconnecting
+		// to" line is followed by a connect.
+		if r, c := h.logged("Reconnecting to "), len(h.connects()); r > c {
+			t.Errorf("%d \"Reconnecting to\" lines for %d connects: the held-back ones claimed to reconnect", r, c)
+		}
+		if st := h.w.Status(); st.Counters.Storms != 0 {
+			t.Errorf("storms %d: a crash loop on one node is not a storm", st.Counters.Storms)
+		}
+		// The proxy stops crashing: the held-back attempt brings it back.
+		wd.set(func(w *world) { w.proxyDown = false })
+		h.advance(s.ReconnectWindow + time.Minute)
+		h.requireState(StateHealthy)
+		h.stop()
+	})
+}
+
+// A storm over the limit costs a backoff, not the rest of a ten-minute
+// window, and once a tunnel lasts the next, unrelated fault goes at once:
+// the hard "limit per window" this replaced held a burst of the 30 min
+// chaos at shipped timings for 5 min after a run of faults.
+func TestReconnectRateLimitLetsALaterFaultGoSoon(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 3
+		h := start(t, s, wd) // attempt 1
+		crash := func() {
 			h.advance(5 * time.Second)
 			wd.set(func(w *world) { w.proxyDown = true })
-			h.advance(31 * time.Second)
+			h.advance(s.CheckInterval + 6*time.Second)
 		}
+		crash() // attempts 2 and 3: a quick crash loop
+		crash()
 		if n := len(h.connects()); n != 3 {
 			t.Fatalf("%d connects, want 3", n)
 		}
-		h.advance(5 * time.Second)
-		wd.set(func(w *world) { w.proxyDown = true })
-		h.advance(31 * time.Second) // t ≈ 2 min: the window (10 min) is full
-		if n := len(h.connects()); n != 3 {
-			t.Errorf("%d connects, want the 4th held back", n)
-		}
-		if h.logged("Reconnect rate limit: 3 attempts in 10m0s") != 1 {
-			t.Errorf("rate limit not logged:\n%s", strings.Join(h.logs(), "\n"))
-		}
-		if st := h.w.Status(); st.Conditions.RateLimitedUntil == nil || st.Counters.Storms != 0 {
-			t.Errorf("signals %+v storms %d", st.Conditions, st.Counters.Storms)
-		}
-		h.advance(9 * time.Minute) // the first attempt leaves the window at t=10 min
+		crash() // over the limit: 30 s after the last, long before the window (10 min)
 		if n := len(h.connects()); n != 4 {
-			t.Errorf("%d connects after the window, want 4", n)
+			t.Fatalf("%d connects, want the 4th after the 30 s backoff:\n%s", n, strings.Join(h.logs(), "\n"))
+		}
+		h.advance(2 * time.Minute) // this tunnel lasts: the storm is over
+		h.requireState(StateHealthy)
+		crash() // an unrelated fault: no backoff at all
+		if n := len(h.connects()); n != 5 || h.logged("Reconnect rate limit") != 0 {
+			t.Errorf("%d connects, want the later fault's reconnect at once:\n%s", n, strings.Join(h.logs(), "\n"))
 		}
 		h.requireState(StateHealthy)
 		h.stop()
@@ -357,6 +423,33 @@ func TestReconnectBudgetRefundsTunnelsThatWorked(t *testing.T) {
 		if h.logged("Reconnect rate limit") != 0 {
 			t.Errorf("rate limited:\n%s", strings.Join(h.logs(), "\n"))
 		}
+		h.stop()
+	})
+}
+
+// A rotation the rate limit holds back is logged and counted when it goes,
+// not when it is asked for: until then nothing rotates.
+func TestRotationHeldByTheRateLimitIsLoggedWhenItGoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wd := newWorld()
+		s := testSettings(t)
+		s.ReconnectLimit = 1
+		s.ReconnectWindow = time.Hour // the first backoff: 3 min after the last attempt
+		h := start(t, s, wd)          // attempt 1, the limit's only free one
+		h.advance(time.Second)
+		wd.set(func(w *world) { w.dead["Dallas"] = true }) // before any tunnel lasted
+		h.advance(100 * time.Second)
+		if got, st := h.connects(), h.w.Status(); !slices.Equal(got, []string{"Dallas"}) ||
+			h.logged("Node rotation") != 0 || st.Counters.Rotations != 0 || st.Conditions.RateLimitedUntil == nil {
+			t.Fatalf("held back: connects %q, rotations %d, rate limited until %v; logs:\n%s",
+				got, st.Counters.Rotations, st.Conditions.RateLimitedUntil, strings.Join(h.logs(), "\n"))
+		}
+		h.advance(2 * time.Minute) // past the backoff (t ≈ 3 min 41 s)
+		if got, st := h.connects(), h.w.Status(); !slices.Equal(got, []string{"Dallas", "Los Angeles"}) ||
+			h.logged("Node rotation: Dallas -> Los Angeles") != 1 || st.Counters.Rotations != 1 {
+			t.Errorf("after the backoff: connects %q, rotations %d; logs:\n%s", got, st.Counters.Rotations, strings.Join(h.logs(), "\n"))
+		}
+		h.requireState(StateHealthy)
 		h.stop()
 	})
 }

@@ -31,8 +31,8 @@ type Settings struct {
 	HeartbeatInterval   time.Duration // "VPN healthy: exit=US" at most this often (600 s); 0 = never
 
 	StormCooldown   time.Duration // after every candidate failed (600 s)
-	ReconnectWindow time.Duration // rate limit window (600 s)
-	ReconnectLimit  int           // automatic connect attempts per window (6)
+	ReconnectWindow time.Duration // rate limit: the longest backoff (600 s; 1/20 of it is the first)
+	ReconnectLimit  int           // automatic attempts in a row without a lasting tunnel before the backoff (6)
 	CascadeAfter    int           // failed reconnects before fast rotation (2)
 
 	Phase1Timeout time.Duration // local state up after connect (20 s)

@@ -64,13 +64,15 @@ type Watchdog struct {
 	connectStartedAt time.Time       // start of the current connect attempt
 	accountRetries   int             // consecutive "Account check failed" connects
 	overridden       string          // node a 503 storm override already reconnected (rotate if it persists)
-	attempts         []time.Time     // automatic connect attempts, for the rate limit (origin)
+	attempts         int             // automatic connects since a tunnel last lasted, for the rate limit (origin)
+	lastAttemptAt    time.Time       // the last of them
 	rateLimitedUntil time.Time
 	nextCheckAt      time.Time
 	retryAt          time.Time
 	retryNode        string
 	retryReason      string
-	retryUnlimited   bool // the scheduled connect has its own backoff: no rate limit
+	retryUnlimited   bool   // the scheduled connect has its own backoff: no rate limit
+	retryFrom        string // the scheduled connect is a rotation away from this node, held by the rate limit
 	authRetryAt      time.Time
 	lastHeartbeat    time.Time
 	wanLogged        bool
@@ -374,8 +376,12 @@ func (w *Watchdog) tickLocked() {
 		if w.retryUnlimited {
 			o = byEngineUnlimited
 		}
-		w.retryAt, w.retryUnlimited = time.Time{}, false
+		from := w.retryFrom
+		w.retryAt, w.retryUnlimited, w.retryFrom = time.Time{}, false, ""
 		if !w.f.connecting && w.canAutoConnectLocked(now) {
+			if from != "" && from != node {
+				w.countRotationLocked(from, node, reason)
+			}
 			w.startConnectLocked(node, reason, o)
 		}
 	}
@@ -396,7 +402,7 @@ func (w *Watchdog) canAutoConnectLocked(now time.Time) bool {
 }
 
 func (w *Watchdog) scheduleConnectLocked(node string, at time.Time, reason string) {
-	w.retryAt, w.retryNode, w.retryReason, w.retryUnlimited = at, node, reason, false
+	w.retryAt, w.retryNode, w.retryReason, w.retryUnlimited, w.retryFrom = at, node, reason, false, ""
 }
 
 // handleEventLocked dispatches an operation's result.

@@ -221,8 +221,9 @@ func distinct(es []entry) int {
 	return len(seen)
 }
 
-// Reset forgets outbound's failures: after a rotation the new node starts
-// clean, and the old one's count says nothing about it.
+// Reset forgets outbound's failures: a new tunnel (a rotation, or a
+// same-node reconnect with a new proxy) starts clean, and the old one's
+// count says nothing about it.
 func (w *Window) Reset(outbound string) {
 	w.mu.Lock()
 	delete(w.per, outbound)

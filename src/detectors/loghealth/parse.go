@@ -56,12 +56,58 @@ func (l Line) Key() string { return Key(l.Node, l.Transit) }
 // file name it.
 func Key(node, transit string) string { return node + " via " + transit }
 
-// status503 finds an HTTP 503 in an urltest error: the node answered but is
-// overloaded (ADR-0001's storm signal), as opposed to a timeout.
-var status503 = regexp.MustCompile(`\b503\b`)
+// Is503 reports whether the urltest failed with HTTP 503: the node answered
+// but is overloaded (ADR-0001's storm signal), as opposed to a timeout.
+func (l Line) Is503() bool { return hasStatus503(l.Error) }
 
-// Is503 reports whether the urltest failed with HTTP 503.
-func (l Line) Is503() bool { return status503.MatchString(l.Error) }
+// hasStatus503 finds "503" standing alone as a status code ("unexpected
+// status: 503 Service Unavailable", "HTTP 503.", "status 503: ..."), not as
+// a piece of an address or of another number. The errors embed addresses
+// and figures: `\b503\b` also matched the IPv6 group in "dial tcp
+// [2606:4700:503::1]:443: i/o timeout", a port (":503") and a decimal
+// ("503.2ms"), and called a dead path a 503 storm, which reconnects to the
+// node instead of leaving it (ADR-0001).
+func hasStatus503(s string) bool {
+	for from := 0; ; {
+		i := strings.Index(s[from:], "503")
+		if i < 0 {
+			return false
+		}
+		i += from
+		if status503Alone(s, i, i+3) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+// status503Alone: what precedes s[i:end] is no word, address or number
+// character, and what follows is none either, or a '.' or ':' that ends a
+// sentence or a label rather than continuing an address or a number.
+func status503Alone(s string, i, end int) bool {
+	if i > 0 {
+		if b, _ := utf8.DecodeLastRuneInString(s[:i]); wordRune(b) || b == '.' || b == ':' || b == '/' {
+			return false
+		}
+	}
+	if end == len(s) {
+		return true
+	}
+	a, n := utf8.DecodeRuneInString(s[end:])
+	switch {
+	case wordRune(a):
+		return false
+	case a == '.' || a == ':':
+		if end+n == len(s) {
+			return true
+		}
+		next, _ := utf8.DecodeRuneInString(s[end+n:])
+		return !wordRune(next) && next != ':' && next != '.' && next != ']'
+	}
+	return true
+}
+
+func wordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_' }
 
 // Parser recognises urltest errors with a pattern from the config
 // (loghealth.pattern), so a vendor change of log format is a config edit.

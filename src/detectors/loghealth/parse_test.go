@@ -141,3 +141,30 @@ func FuzzParseLine(f *testing.F) {
 		}
 	})
 }
+
+// A 503 is a status code standing alone, not three digits of an address
+// or a figure in the error: those are timeouts or resets of a dead path,
+// and calling them a 503 storm reconnects to the node instead of leaving
+// it (ADR-0001).
+func TestIs503OnlyForTheStatusCode(t *testing.T) {
+	for e, want := range map[string]bool{
+		"unexpected status: 503 Service Unavailable": true,
+		"HTTP 503":                            true,
+		"got HTTP 503.":                       true,
+		"bad status 503: Service Unavailable": true,
+		"(503)":                               true,
+		"503 Service Unavailable":             true,
+		`Get "http://[2606:4700:503::1]/generate_204": context deadline exceeded`: false,
+		"dial tcp [fd00:5:503:7::2]:443: i/o timeout":                             false,
+		"dial tcp 198.18.5.7:503: connect: connection refused":                    false,
+		"read tcp 198.18.0.2:50312->198.18.5.7:443: connection reset by peer":     false,
+		"i/o timeout after 503.2ms":                                               false,
+		"unexpected status: 5030":                                                 false,
+		"GET /status/503/x: i/o timeout":                                          false,
+		"":                                                                        false,
+	} {
+		if got := (Line{Error: e}).Is503(); got != want {
+			t.Errorf("Is503(%q) = %v, want %v", e, got, want)
+		}
+	}
+}

@@ -159,8 +159,8 @@ return view.extend({
 		integer(s, 'rotation', 'fail_threshold', _('Fail threshold'), _('Failed checks in a row before reconnecting.'), '4', 'range(1,1000)');
 		integer(s, 'rotation', 'cascade_after', _('Cascade after'), _('Failed reconnects before rotating fast through the candidates.'), '2', 'range(1,100)');
 		duration(s, 'rotation', 'storm_cooldown', _('Storm cooldown'), _('Pause after every candidate failed.'), '600');
-		duration(s, 'rotation', 'reconnect_window', _('Reconnect window'), null, '600');
-		integer(s, 'rotation', 'reconnect_limit', _('Reconnect limit'), _('At most this many reconnects per window; 0 = no limit.'), '6', 'range(0,1000)');
+		duration(s, 'rotation', 'reconnect_window', _('Longest reconnect wait'), _('Cap of the wait between reconnects over the limit.'), '600');
+		integer(s, 'rotation', 'reconnect_limit', _('Reconnect limit'), _('Reconnects in a row without a lasting tunnel before each next one waits longer (30 s, 1, 2, 4 min, … up to the longest wait); 0 = no limit.'), '6', 'range(0,1000)');
 		duration(s, 'rotation', 'heartbeat_interval', _('Heartbeat'), _('Period of the "VPN healthy" log line; 0 = never.'), '600');
 		duration(s, 'rotation', 'probe_timeout', _('Probe timeout'), null, '5');
 		duration(s, 'rotation', 'domestic_confirm', _('Domestic exit confirmation'), _('Wait before confirming that traffic leaves without the tunnel.'), '3');

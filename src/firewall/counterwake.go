@@ -36,15 +36,18 @@ const (
 //
 // The kill switch's output chain has it once, right before strict
 // direct's refusals and the final drop: everything that reaches that point
-// is counted as direct_blocked or blocked_out. The moat has it on rst-in,
-// after the counter.
+// is counted as direct_blocked or blocked_out. The moat has it after each
+// rst-in rule, with the same match (rst-in-wake). Each is a rule of its
+// own that only logs, so a kernel without NFLOG loses the wake-ups and
+// nothing else (nflog.go leaves every log rule out there; the counter
+// signal then reads every second, as its subscription fails too).
 func counterWakeRule(fam nftables.TableFamily, id string) rule {
 	return counterWake(newRule(fam, id)).done()
 }
 
-// counterWake appends the wake-up's rate limit and log to b. On a rule
-// with a verdict it must not be used: a packet over the limit would stop
-// the rule before its verdict.
+// counterWake appends the wake-up's rate limit and log to b, a rule of its
+// own with no counter and no verdict: a packet over the limit stops the
+// rule there, and nflog.go's fallback drops the whole rule.
 func counterWake(b *ruleBuilder) *ruleBuilder {
 	b.add(fmt.Sprintf("limit rate %d/second burst %d packets", counterWakeRate, counterWakeBurst),
 		&expr.Limit{Type: expr.LimitTypePkts, Rate: counterWakeRate, Unit: expr.LimitTimeSecond, Burst: counterWakeBurst})

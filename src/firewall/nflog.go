@@ -8,14 +8,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Two rules only log, to NFLOG groups where a listener waits instead of
-// polling: the loop guard's wake-up (loopguard.go, LoopGuardLogGroup) and
-// the LAN wake-up (lanwake.go, LANWakeLogGroup). A rule with `log group N`
+// Some rules only log, to NFLOG groups where a listener waits instead of
+// polling: the loop guard's wake-up (loopguard.go, LoopGuardLogGroup), the
+// LAN wake-up (lanwake.go, LANWakeLogGroup) and the counter wake-ups
+// (counterwake.go, CounterWakeLogGroup). A rule with `log group N`
 // needs the kernel's NFLOG logger, nfnetlink_log (kmod-nfnetlink-log on
 // OpenWrt): without it nft_log's init asks for the ULOG logger
 // (nf_logger_find_get), gets ENOENT, and the kernel refuses the rule. A
 // batch is atomic, so that refusal would take the kill switch and the LAN
-// tproxy with it, for the sake of two wake-ups whose listeners poll anyway
+// tproxy with it, for the sake of wake-ups whose listeners poll anyway
 // when the kernel has no NFLOG (they cannot bind their group either).
 //
 // So Apply, when a batch with log rules is refused with ENOENT, asks the
@@ -33,7 +34,7 @@ const logProbeTable = "surflare_log_probe"
 // logRulesOffWarning is the one warning of a kernel without NFLOG
 // (docs/logs.md).
 const logRulesOffWarning = "Kernel wake-up rules left out: the kernel has no NFLOG logger (kmod-nfnetlink-log); " +
-	"the loop guard and the early detector poll instead"
+	"the loop guard, the early detector and the counter signal poll instead"
 
 // plan is buildTables(s) as this Firewall applies it: without the log
 // rules once the kernel refused them.

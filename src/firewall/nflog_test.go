@@ -91,7 +91,7 @@ func routerWithWakeUps() Spec {
 // On a kernel without NFLOG the firewall still goes up: the batch with the
 // log rules is refused, Apply commits again without them and says so once;
 // the kill switch, the LAN tproxy and the loop guard's reset are in place,
-// only the two wake-ups are missing. Later applies do not try again (no
+// only the wake-ups are missing (the counters they wake for still count). Later applies do not try again (no
 // refused batch, no warning, nothing to change), and once the kernel has
 // the logger (a new Firewall: the watchdog restarted after
 // `opkg install kmod-nfnetlink-log`) the wake-ups are back.
@@ -118,7 +118,7 @@ func TestApplyWithoutNFLOGLeavesOutTheWakeUpRules(t *testing.T) {
 		t.Errorf("log rules in the kernel after the refusal:\n%s", rs)
 	}
 	for _, want := range []string{"table inet " + TableKillSwitch, "table ip " + TableTProxy, "tproxy to 127.0.0.1:10800",
-		`comment "out-loopguard #`, "policy drop"} {
+		`comment "out-loopguard #`, "policy drop", `counter name "rst_in" comment "rst-in4 #`, `counter name "blocked_out" drop`} {
 		if !strings.Contains(rs, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, rs)
 		}
@@ -157,7 +157,7 @@ func TestApplyWithoutNFLOGLeavesOutTheWakeUpRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs = ns.nft("list", "ruleset")
-	for _, want := range []string{"log group 7207", "log group 7208"} {
+	for _, want := range []string{"log group 7207", "log group 7208", "log group 7209"} {
 		if !strings.Contains(rs, want) {
 			t.Errorf("with the logger, %q is missing:\n%s", want, rs)
 		}
@@ -209,8 +209,9 @@ func TestApplyKeepsTheLogRulesWhenENOENTHasAnotherCause(t *testing.T) {
 	}
 }
 
-// The plan without log rules differs from the plan in those two rules
-// only: they decide no verdict, so every packet meets the same rules.
+// The plan without log rules differs from the plan in the wake-up rules
+// only: they decide no verdict and count nothing, so every packet meets
+// the same rules and every counter still counts.
 func TestWithoutLogRulesDropsOnlyTheWakeUps(t *testing.T) {
 	s := routerWithWakeUps()
 	full, lean := buildTables(s), withoutLogRules(buildTables(s))
@@ -234,8 +235,8 @@ func TestWithoutLogRulesDropsOnlyTheWakeUps(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(dropped, ",") != "out-loopguard-events,lan-wake" {
-		t.Errorf("dropped %v, want the loop guard's and the LAN wake-up", dropped)
+	if strings.Join(dropped, ",") != "out-loopguard-events,out-counter-wake,rst-in-wake4,rst-in-wake6,lan-wake" {
+		t.Errorf("dropped %v, want the loop guard's, the counter wake-ups and the LAN wake-up", dropped)
 	}
 	if !hasLogRules(buildTables(s)) {
 		t.Error("withoutLogRules changed the plan it was given")

@@ -353,7 +353,9 @@ func moatTable(s Spec) tableSpec {
 		in = append(in,
 			r("synack-in").addrLookup(v6, true, set).tcpFlags(tcpSYN|tcpACK, tcpSYN|tcpACK).counterNamed(CounterSynAckIn).done(),
 			r("syn-in").addrLookup(v6, true, set).tcpFlags(tcpSYN|tcpACK, tcpSYN).counterNamed(CounterSynIn).done(),
-			counterWake(r("rst-in").addrLookup(v6, true, set).tcpFlags(tcpRST, tcpRST).counterNamed(CounterRstIn)).done(), // counterwake.go
+			r("rst-in").addrLookup(v6, true, set).tcpFlags(tcpRST, tcpRST).counterNamed(CounterRstIn).done(),
+			// Its own rule, so a kernel without NFLOG loses only the wake-up (nflog.go).
+			counterWake(r("rst-in-wake").addrLookup(v6, true, set).tcpFlags(tcpRST, tcpRST)).done(), // counterwake.go
 			r("fin-in").addrLookup(v6, true, set).tcpFlags(tcpFIN, tcpFIN).counterNamed(CounterFinIn).done(),
 		)
 	}

@@ -12,7 +12,8 @@ import (
 // The lab's TLS: the internet (lab/internet, tls.go) serves the search
 // host's generate_204 over https as well, with a certificate from a CA it
 // makes at start and writes to <labdir>/CAFileName. The daemon the lab
-// starts trusts that CA (SSL_CERT_FILE, daemonCommand), so it can run with
+// starts trusts that CA (SSL_CERT_FILE, daemonCommand and the chaos
+// supervisor), so it can run with
 // an https:// 503 probe URL as shipped (HTTPSProbeSets). The OpenWrt-box
 // mode (procd starts the daemon) does not pass the variable: it stays on
 // the http URL.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,9 @@ func footprint(ctx context.Context, env labEnv, p Params, warmup, window time.Du
 	}
 	defer l.Close()
 	defer stopDaemon(l)
-	st, err := startHealthy(ctx, l, p.Sets)
+	sets, probeURL := footprintSets(p)
+	f.ProbeURL = probeURL
+	st, err := startHealthy(ctx, l, sets)
 	if err != nil {
 		f.Error = err.Error()
 		return f
@@ -89,6 +92,25 @@ func footprint(ctx context.Context, env labEnv, p Params, warmup, window time.Du
 		f.Error = fmt.Sprintf("not steady: the daemon left healthy during the window (now %s)", after.State)
 	}
 	return f
+}
+
+// FootprintProbeURL is the 503 probe's URL in our footprint window:
+// https, as shipped (storm503.probe_url https://www.gstatic.com/generate_204,
+// a TLS handshake through the tunnel every probe_interval), at the lab's
+// search host, whose certificate the lab's CA signs. The lab's own config
+// (and the latency scenarios) keep its plain-http URL, which costs the
+// daemon ~300 µs less a round: a footprint on it would not be a router's.
+// The variable lets a run compare (surflare-bench --footprint-probe-url).
+var FootprintProbeURL = lab.SearchHTTPSURL
+
+// footprintSets are p's sets for a footprint window and the 503 probe URL
+// in it. Only ours gets the https URL: the baseline's 503 monitor is off
+// (storm503.enabled=0), it has no probe to point anywhere.
+func footprintSets(p Params) ([]string, string) {
+	if p.Variant != Ours {
+		return p.Sets, ""
+	}
+	return append(slices.Clone(p.Sets), "surflare.storm503=storm503", "surflare.storm503.probe_url="+FootprintProbeURL), FootprintProbeURL
 }
 
 // fakeConnect times the lab's fake `surflare connect` (after one login),

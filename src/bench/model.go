@@ -140,6 +140,8 @@ type Footprint struct {
 	WindowS   Num     `json:"window_s"`
 	RSSKB     int64   `json:"rss_kb"`
 	PeakRSSKB int64   `json:"peak_rss_kb"` // VmHWM: the most it ever held
+	// ProbeURL is the 503 probe's URL in the window ("" when it is off).
+	ProbeURL string `json:"probe_url,omitempty"`
 	// CPU seconds per hour: the daemon's own, and of the children it
 	// reaped (vendor CLI calls) — cutime/cstime.
 	CPUSecPerHour      float64 `json:"cpu_s_per_hour"`

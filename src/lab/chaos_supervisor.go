@@ -157,7 +157,9 @@ func (s *supervisor) start() (*proc, error) {
 		bin = "unshare"
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "PATH="+s.l.Path(dirBin)+":"+os.Getenv("PATH"))
+	// The lab CA, as daemonCommand: an https:// probe URL in the chaos
+	// sets verifies.
+	cmd.Env = append(os.Environ(), "PATH="+s.l.Path(dirBin)+":"+os.Getenv("PATH"), "SSL_CERT_FILE="+s.l.CAPath())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	pid, err := s.l.startLogged(DaemonName, cmd, s.l.startInRouterNet)
 	if err != nil {

@@ -152,7 +152,10 @@ func (l *Lab) startDaemon(ctx context.Context, args []string, files []*os.File, 
 // among them, so its keepalive clamp works as on a router.
 func (l *Lab) daemonCommand(args ...string) *exec.Cmd {
 	cmd := exec.Command(l.DaemonBinary(), args...)
-	cmd.Env = append(os.Environ(), "PATH="+l.Path(dirBin)+":"+os.Getenv("PATH"))
+	// SSL_CERT_FILE: the daemon trusts the lab CA (and nothing else: the
+	// lab has no real host), so an https:// probe URL at the lab's search
+	// host verifies as a real one would (labtls.go).
+	cmd.Env = append(os.Environ(), "PATH="+l.Path(dirBin)+":"+os.Getenv("PATH"), "SSL_CERT_FILE="+l.CAPath())
 	// Its own process group, so a stop reaches the daemon's children too.
 	// No Pdeathsig: it would fire when the forking thread (discarded by
 	// inNS) exits.

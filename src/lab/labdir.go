@@ -283,6 +283,7 @@ func (l *Lab) startServers(ctx context.Context) error {
 	ready := []netip.AddrPort{
 		netip.AddrPortFrom(AccountAPI, 80),
 		netip.AddrPortFrom(IPEcho[0], 80),
+		netip.AddrPortFrom(Search, 443), // bound after the lab CA is written
 		netip.AddrPortFrom(Relays[0].Addr, RelayPort),
 		netip.AddrPortFrom(Nodes[len(Nodes)-1].Addr, ExitPort),
 	}

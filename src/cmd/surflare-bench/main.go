@@ -59,6 +59,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	parallel := fs.Int("parallel", 0, "labs at once (default 2, quick 5); each measurement has its own lab")
 	cads := fs.String("cadences", "", "comma-separated urltest cadences (s) the cadence scenarios ("+strings.Join(bench.CadenceScenarios, ",")+") run at (default "+joinInts(bench.URLTestCadences)+")")
 	baseCads := fs.String("baseline-cadences", "", "comma-separated urltest cadences (s) the baseline runs them at (default all; quick: 30)")
+	probeURL := fs.String("footprint-probe-url", bench.FootprintProbeURL, "our footprint window's storm503.probe_url (https as shipped; the lab's http://"+lab.Search.String()+"/generate_204 to compare)")
 	skip := fs.String("skip", "", "comma-separated parts to leave out: "+strings.Join(bench.Parts, ","))
 	var vendor []string
 	fs.Func("vendor", fmt.Sprintf("knob of the lab's fake vendor client, KEY=VALUE (repeatable; default %s — e.g. --vendor urltest_interval=30)",
@@ -80,6 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	o := bench.DefaultOptions(*quick)
+	bench.FootprintProbeURL = *probeURL
 	setInt(&o.Runs, *runs)
 	setInt(&o.BaselineRuns, *baseRuns)
 	setInt(&o.DeadNodeRuns, *deadRuns)

@@ -45,6 +45,15 @@ type Config struct {
 	AccountAPI  []netip.Addr
 	DomesticWeb []netip.Addr
 	Internet6   []netip.Addr
+	// HTTPSPort, if not 0, also serves the search host over TLS (tls.go):
+	// the shipped 503 probe asks an https:// URL. Its certificate is for
+	// the Search addresses and SearchNames, issued by a CA made at start
+	// and written to CAFile (if set); HTTPSLog (if set) gets a line per
+	// request (HTTPSRequest).
+	HTTPSPort   uint16
+	SearchNames []string
+	CAFile      string
+	HTTPSLog    string
 	// Chnroute are the domestic prefixes the domestic web server lists at
 	// lab.ChnroutePath (APNIC delegated format, country CN).
 	Chnroute []netip.Prefix
@@ -87,6 +96,10 @@ func PlanConfig(labDir string) Config {
 		AccountAPI:  []netip.Addr{lab.AccountAPI},
 		DomesticWeb: []netip.Addr{lab.DomesticWeb},
 		Internet6:   []netip.Addr{lab.Internet6},
+		HTTPSPort:   443,
+		SearchNames: []string{"search.lab"},
+		CAFile:      filepath.Join(labDir, lab.CAFileName),
+		HTTPSLog:    filepath.Join(labDir, "log", HTTPSLogName),
 		Chnroute:    []netip.Prefix{lab.DomesticNet},
 		DNSPort:     53,
 		DNS:         []netip.Addr{lab.ForeignDNS, lab.DomesticDNS},
@@ -121,6 +134,8 @@ type Servers struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	stop []func()
+	// caPEM is the lab CA (HTTPSPort), see CAPEM.
+	caPEM []byte
 }
 
 // Start binds every service of cfg and serves them until ctx is cancelled.
@@ -185,6 +200,11 @@ func (s *Servers) startAll(ctx context.Context) error {
 			if err := s.serveHTTP(ctx, a, c.HTTPPort, svc.name, svc.h); err != nil {
 				return err
 			}
+		}
+	}
+	if c.HTTPSPort != 0 {
+		if err := s.startHTTPS(ctx, c); err != nil {
+			return err
 		}
 	}
 	for _, a := range c.DoH {

@@ -138,6 +138,10 @@ func (s *Servers) handleExit(ctx context.Context, n lab.Node, c net.Conn) {
 // urltest fails while ordinary traffic still works).
 const URLTestPath = "/generate_204"
 
+// tlsHandshakeRecord is the first byte of a TLS connection (a handshake
+// record, the ClientHello).
+const tlsHandshakeRecord = 0x16
+
 // exit503 serves one tunnel at a 503-ing exit: the first request decides;
 // a urltest request gets 503s, anything else is tunnelled as usual.
 func (s *Servers) exit503(ctx context.Context, n lab.Node, c net.Conn, dst string) {
@@ -148,7 +152,14 @@ func (s *Servers) exit503(ctx context.Context, n lab.Node, c net.Conn, dst strin
 	}
 	br := bufio.NewReader(c)
 	c.SetReadDeadline(time.Now().Add(handshakeTimeout))
-	first, err := br.ReadSlice('\n')
+	var first []byte
+	peek, err := br.Peek(1)
+	if err == nil && peek[0] != tlsHandshakeRecord {
+		// A TLS ClientHello need not hold a '\n': it is tunnelled
+		// unread, and the https server answers a 503-ing exit's
+		// urltest request (from503Exit).
+		first, err = br.ReadSlice('\n')
+	}
 	if err != nil {
 		c.Close()
 		return

@@ -78,6 +78,17 @@ func NewChecker(cfg Config, deps Deps) *Checker {
 // probes ask a handful of hosts.
 const probeSessionCache = 16
 
+// probeTLS is the probes' TLS configuration (see newClient). The 503
+// probe's own https round (statusGET) uses its client's, so the two share
+// one session cache.
+func probeTLS() *tls.Config {
+	return &tls.Config{
+		ClientSessionCache: tls.NewLRUClientSessionCache(probeSessionCache),
+		CurvePreferences:   []tls.CurveID{tls.X25519, tls.CurveP256},
+		MinVersion:         tls.VersionTLS12,
+	}
+}
+
 // newClient is an HTTP client bound to one path: no environment proxy, no
 // connection reuse (a pooled connection through a node we just left would
 // prove nothing). Every probe opens its own connection through the node in
@@ -95,11 +106,8 @@ func newClient(d Dialer) *http.Client {
 			DialContext:         d.DialContext,
 			DisableKeepAlives:   true,
 			TLSHandshakeTimeout: DefaultProbeTimeout,
-			TLSClientConfig: &tls.Config{
-				ClientSessionCache: tls.NewLRUClientSessionCache(probeSessionCache),
-				CurvePreferences:   []tls.CurveID{tls.X25519, tls.CurveP256},
-			},
-			ForceAttemptHTTP2: false,
+			TLSClientConfig:     probeTLS(),
+			ForceAttemptHTTP2:   false,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

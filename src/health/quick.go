@@ -2,8 +2,10 @@ package health
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	neturl "net/url"
 	"sync"
 	"time"
@@ -62,8 +64,12 @@ var errNoTunnelTarget = errors.New("no tunnel probe target configured")
 // is about the exit's answer, not about reaching it. err is set when no
 // answer came (then status is 0). The probe timeout and ctx bound it.
 func (c *Checker) TunnelStatus(ctx context.Context, url string) (status int, err error) {
-	if u, err := neturl.Parse(url); err == nil && u.Scheme == "http" && u.Host != "" && c.deps.Tunnel != nil {
-		return statusGET(ctx, c.deps.Tunnel, u, c.probeTimeout(ctx)) // status.go
+	if u, err := neturl.Parse(url); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && c.deps.Tunnel != nil {
+		var tc *tls.Config
+		if u.Scheme == "https" {
+			tc = c.clients[PathTunnel].Transport.(*http.Transport).TLSClientConfig
+		}
+		return statusGET(ctx, c.deps.Tunnel, u, tc, c.probeTimeout(ctx)) // status.go
 	}
 	r := c.probe(ctx, PathTunnel, Target{Name: "storm503", Kind: KindSearch, URL: url})
 	if r.Status != 0 {

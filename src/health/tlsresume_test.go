@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,8 +43,9 @@ func trust(c *Checker, cert *x509.Certificate) {
 
 // The probes resume TLS sessions: every probe is still a fresh connection
 // (nothing pooled through a node just left), but only the first handshake
-// with a server is a full one. The 503 probe asks its https:// URL every
-// 2 s, so without this each round pays a certificate verification.
+// with a server is a full one, and the 503 probe's own round (statusGET)
+// and the checks' probes share the cache. The 503 probe asks its https://
+// URL every 2 s, so without this each round pays a certificate chain.
 func TestProbesResumeTLSSessionsOnFreshConnections(t *testing.T) {
 	var conns, resumed atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,39 +68,74 @@ func TestProbesResumeTLSSessionsOnFreshConnections(t *testing.T) {
 			t.Fatalf("round %d: %d, %v", i, st, err)
 		}
 	}
-	if conns.Load() != 4 || resumed.Load() != 3 {
-		t.Errorf("%d connections, %d resumed handshakes; want 4 fresh connections, the last 3 resumed", conns.Load(), resumed.Load())
+	if r := c.probe(context.Background(), PathTunnel, Target{Name: "t", Kind: KindSearch, URL: srv.URL + "/generate_204"}); r.Status != 204 {
+		t.Fatalf("check's probe: %+v", r)
+	}
+	if conns.Load() != 5 || resumed.Load() != 4 {
+		t.Errorf("%d connections, %d resumed handshakes; want 5 fresh connections, the last 4 resumed", conns.Load(), resumed.Load())
+	}
+
+	// The certificate is verified as net/http does: an untrusted one, or
+	// one for another name, is no answer.
+	other := NewChecker(Config{ProbeTimeout: 2 * time.Second}, Deps{Tunnel: &net.Dialer{}})
+	if st, err := other.TunnelStatus(context.Background(), srv.URL+"/generate_204"); st != 0 || err == nil {
+		t.Errorf("untrusted certificate: %d, %v; want an error", st, err)
+	}
+	u := strings.Replace(srv.URL, "127.0.0.1", "localhost.invalid", 1) + "/generate_204"
+	byName := NewChecker(Config{ProbeTimeout: 2 * time.Second}, Deps{Tunnel: dialerTo(strings.TrimPrefix(srv.URL, "https://"))})
+	trust(byName, srv.Certificate())
+	if st, err := byName.TunnelStatus(context.Background(), u); st != 0 || err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("certificate for another name: %d, %v; want a certificate error", st, err)
 	}
 }
 
-// BenchmarkProbeTLSHandshake: the client CPU of one 503 probe round on an
-// https:// URL (the shipped default): "full" is a full handshake each time
-// with Go's default key exchange (X25519 with ML-KEM-768, no session cache:
-// as before), "shipped" is newClient's (sessions resumed, X25519), and
-// "http" the plain http:// round for comparison. The server runs in a
-// child process; loopback, so the figure is the client's CPU, not the
-// network's.
+// dialerTo dials addr whatever address it is asked for.
+type dialerTo string
+
+func (d dialerTo) DialContext(ctx context.Context, network, _ string) (net.Conn, error) {
+	return (&net.Dialer{}).DialContext(ctx, network, string(d))
+}
+
+// BenchmarkProbeTLSHandshake: the client CPU of one 503 probe round. On
+// an https:// URL (the shipped default): "nethttp-full" is the round before
+// 92632e2 (net/http's client, a full handshake each time with Go's default
+// key exchange, X25519 with ML-KEM-768), "nethttp-resumed" net/http's
+// client with the probes' TLS configuration (sessions resumed, X25519), and
+// "shipped" the 503 probe's own round (statusGET with that configuration).
+// "http" is the plain http:// round for comparison. The server runs in a
+// child process; loopback, so the figure is the client's CPU alone.
 func BenchmarkProbeTLSHandshake(b *testing.B) {
 	tlsURL, httpURL, cert := startTLSChild(b)
-	for _, mode := range []string{"full", "shipped", "http"} {
+	for _, mode := range []string{"nethttp-full", "nethttp-resumed", "shipped", "http"} {
 		b.Run(mode, func(b *testing.B) {
 			c := NewChecker(Config{ProbeTimeout: 5 * time.Second}, Deps{Tunnel: &net.Dialer{}})
 			trust(c, cert)
 			url := tlsURL
+			round := func() (int, error) { return c.TunnelStatus(context.Background(), url) }
+			viaNetHTTP := func() (int, error) {
+				r := c.probe(context.Background(), PathTunnel, Target{Name: "b", Kind: KindSearch, URL: url})
+				if r.Status == 0 {
+					return 0, errors.New(r.Error)
+				}
+				return r.Status, nil
+			}
 			switch mode {
-			case "full":
+			case "nethttp-full":
 				cfg := c.clients[PathTunnel].Transport.(*http.Transport).TLSClientConfig
 				cfg.ClientSessionCache, cfg.CurvePreferences = nil, nil
+				round = viaNetHTTP
+			case "nethttp-resumed":
+				round = viaNetHTTP
 			case "http":
 				url = httpURL
 			}
-			if st, err := c.TunnelStatus(context.Background(), url); st != 204 || err != nil {
+			if st, err := round(); st != 204 || err != nil {
 				b.Fatalf("warm-up: %d, %v", st, err)
 			}
 			cpu0 := processCPU(b)
 			b.ResetTimer()
 			for range b.N {
-				if st, err := c.TunnelStatus(context.Background(), url); st != 204 || err != nil {
+				if st, err := round(); st != 204 || err != nil {
 					b.Fatalf("%d, %v", st, err)
 				}
 			}

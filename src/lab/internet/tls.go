@@ -130,6 +130,11 @@ func (s *Servers) startHTTPS(ctx context.Context, c Config) error {
 	var logMu sync.Mutex
 	var logf *os.File
 	if c.HTTPSLog != "" {
+		// A lab made by hand (the fake CLI's tests) may have no log
+		// directory yet.
+		if err := os.MkdirAll(filepath.Dir(c.HTTPSLog), 0o755); err != nil {
+			return fmt.Errorf("https request log: %w", err)
+		}
 		logf, err = os.OpenFile(c.HTTPSLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return fmt.Errorf("https request log: %w", err)

@@ -95,7 +95,7 @@ func footprint(ctx context.Context, env labEnv, p Params, warmup, window time.Du
 }
 
 // FootprintProbeURL is the 503 probe's URL in our footprint window:
-// https, as shipped (storm503.probe_url https://www.gstatic.com/generate_204,
+// https, as shipped (the default storm503.probe_url is an https:// URL:
 // a TLS handshake through the tunnel every probe_interval), at the lab's
 // search host, whose certificate the lab's CA signs. The lab's own config
 // (and the latency scenarios) keep its plain-http URL, which costs the

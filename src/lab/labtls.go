@@ -26,8 +26,8 @@ const CAFileName = "lab-ca.pem"
 const HTTPSLogName = "https-requests.jsonl"
 
 // SearchHTTPSURL is the search host's generate_204 over TLS: the lab's
-// stand-in for the shipped storm503.probe_url
-// (https://www.gstatic.com/generate_204).
+// stand-in for the shipped storm503.probe_url (an https:// URL on the
+// Internet; config.Defaults has it, the lab never dials it).
 var SearchHTTPSURL = "https://" + Search.String() + "/generate_204"
 
 // HTTPSProbeSets point the daemon's 503 probe at SearchHTTPSURL (a TLS

@@ -14,11 +14,12 @@ import (
 
 // Checker runs checks; safe for concurrent use.
 type Checker struct {
-	cfg     Config
-	deps    Deps
-	tunnel  []Target
-	proxy   *Target
-	clients map[Path]*http.Client
+	cfg       Config
+	deps      Deps
+	tunnel    []Target
+	proxy     *Target
+	clients   map[Path]*http.Client
+	tunnelTLS *tls.Config // the tunnel client's, shared with statusGET (one session cache)
 }
 
 // NewChecker fills in defaults and builds one HTTP client per path.
@@ -68,6 +69,7 @@ func NewChecker(cfg Config, deps Deps) *Checker {
 		c.proxy = nil
 	}
 	c.clients[PathTunnel] = newClient(deps.Tunnel)
+	c.tunnelTLS = c.clients[PathTunnel].Transport.(*http.Transport).TLSClientConfig
 	if deps.Proxy != nil {
 		c.clients[PathProxy] = newClient(deps.Proxy)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	neturl "net/url"
 	"sync"
 	"time"
@@ -67,7 +66,7 @@ func (c *Checker) TunnelStatus(ctx context.Context, url string) (status int, err
 	if u, err := neturl.Parse(url); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && c.deps.Tunnel != nil {
 		var tc *tls.Config
 		if u.Scheme == "https" {
-			tc = c.clients[PathTunnel].Transport.(*http.Transport).TLSClientConfig
+			tc = c.tunnelTLS
 		}
 		return statusGET(ctx, c.deps.Tunnel, u, tc, c.probeTimeout(ctx)) // status.go
 	}
